@@ -1,0 +1,51 @@
+# Every target creates and uses the local virtual environment .venv, so a fresh machine
+# needs only Python 3.10+ and make.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# torch is pinned: this machine serves 2.13.0 (CPU build) from local disk; an open range
+# would pull a multi-GB CUDA build from the registry.
+TORCH  ?= torch==2.13.0
+
+.PHONY: install install-core demo test lint format sample-runs bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# Core + dev tools + the frameworks the tests train with.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q -e ".[dev,keras,torch]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Core only: what a user needs to read logs (no TensorFlow, no torch).
+install-core: | $(BIN)/python
+	$(BIN)/pip install -q -e .
+
+demo: install-core
+	$(BIN)/gradcheck analyze sample_runs/ --fail-on none
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check gradcheck tests bench scripts
+	$(BIN)/ruff format --check gradcheck tests bench scripts
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format gradcheck tests bench scripts
+	$(BIN)/ruff check --fix gradcheck tests bench scripts
+
+sample-runs: $(STAMP)
+	$(BIN)/python scripts/make_sample_runs.py --out sample_runs
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

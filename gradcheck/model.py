@@ -1,0 +1,190 @@
+"""The plain data the pipeline stages hand each other.
+
+files -> records (reader) -> series statistics (stats) -> findings (detect) -> report (report/)
+
+Every class here is a frozen dataclass. Arrays are numpy arrays owned by the record (never
+mutated after construction). Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+import numpy as np
+
+# --------------------------------------------------------------------------------------------
+# Records: what the reader yields, one per summary value / damage / notice.
+# --------------------------------------------------------------------------------------------
+
+HistogramEncoding = Literal["histo", "tensor"]
+"""``histo``: ``Summary.Value.histo`` (HistogramProto: TF1, Keras on TF1 / TF 2.0-2.1, PyTorch,
+tensorboardX). ``tensor``: TF2 ``tf.summary.histogram`` ``[k, 3]`` tensor (plugin ``histograms``)."""
+
+ScalarEncoding = Literal["simple_value", "tensor"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class HistogramRecord:
+    """One histogram value at one step.
+
+    Buckets are given as ``left``/``right`` edges and ``counts`` (float64 arrays, same length).
+    For ``histo`` records ``right`` is exactly ``bucket_limit`` and ``counts`` exactly ``bucket``;
+    ``left[0]`` is the proto's ``min`` (or ``-inf`` when ``min`` is absent) and
+    ``left[i] = bucket_limit[i-1]``. ``min, max, num, sum, sum_squares`` are the proto's fields
+    (``None`` for ``tensor`` records, which carry no such fields).
+    """
+
+    run: str  # run directory (the directory that directly holds the event file)
+    file: str  # event file path
+    offset: int  # byte offset of the TFRecord holding this value
+    tag: str
+    index: int  # k-th value with this tag at this step (Keras 3 tag collisions); 0 normally
+    step: int
+    wall_time: float
+    encoding: HistogramEncoding
+    left: np.ndarray
+    right: np.ndarray
+    counts: np.ndarray
+    min: float | None = None
+    max: float | None = None
+    num: float | None = None
+    sum: float | None = None
+    sum_squares: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarRecord:
+    """One scalar value at one step (TF1 ``simple_value`` or TF2 scalar tensor)."""
+
+    run: str
+    file: str
+    offset: int
+    tag: str
+    step: int
+    wall_time: float
+    encoding: ScalarEncoding
+    value: float
+
+
+DamageKind = Literal[
+    "incomplete_tail",  # half-written final record (training still running): not an error
+    "bad_length_crc",  # length CRC failed: bytes skipped until the next verifiable record
+    "bad_payload_crc",  # payload CRC failed: that one record lost
+    "undecodable",  # CRCs fine but the payload is not an Event: that one record lost
+    "unreadable",  # the file could not be opened or read at all
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """A stretch of an event file that could not be read, and what it cost."""
+
+    run: str
+    file: str
+    offset: int  # byte offset where the damage starts
+    kind: DamageKind
+    lost_bytes: int  # bytes skipped
+    message: str  # one line for a human: "<what>, at byte <offset>: <what was lost>"
+
+
+NoticeKind = Literal["tag_collision", "restart", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the reader handled but the user should know (tag collisions, restarts)."""
+
+    run: str
+    file: str
+    kind: NoticeKind
+    tag: str | None
+    step: int | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """Emitted once per event file, after its last record: what was read from it."""
+
+    run: str
+    file: str
+    size: int
+    records: int  # TFRecords whose CRCs verified
+    events: int  # records decoded as Event
+    writer: str | None  # best guess of the writer (source_metadata.writer, file_version, ...)
+
+
+Record = Union[HistogramRecord, ScalarRecord, Damage, Notice, FileInfo]
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A directory that directly holds event files; ``files`` are sorted (merged in this order)."""
+
+    path: str
+    files: tuple[str, ...]
+
+
+# --------------------------------------------------------------------------------------------
+# Report: what detection produces and the formatters render.
+# --------------------------------------------------------------------------------------------
+
+Verdict = Literal["nan", "exploding", "vanishing", "static", "ok"]
+VERDICTS: tuple[Verdict, ...] = ("nan", "exploding", "vanishing", "static", "ok")
+"""Most severe first."""
+
+
+@dataclass(frozen=True)
+class LayerResult:
+    """The verdict on one parameter (a weight and/or its gradient, paired by name)."""
+
+    name: str  # normalised parameter name
+    weight_tag: str | None
+    grad_tag: str | None
+    verdict: Verdict  # the most severe of ``flags`` ("ok" when no flag)
+    flags: tuple[Verdict, ...]  # every verdict that applies, most severe first
+    severity: float  # ranking key: higher is worse; 0 for ok
+    first_bad_step: int | None
+    evidence: str  # one sentence: measured numbers and the threshold they crossed
+    hint: str  # usual causes and fixes ("" for ok)
+    depth: int  # position in the network, by order of first appearance (0 = first)
+    stats: Mapping[str, float | int | None]  # summary numbers (JSON-safe: NaN/inf become None)
+    trend: tuple[float, ...] = ()  # the relevant norm over steps, downsampled (sparkline)
+    trend_of: str = ""  # what ``trend`` is, e.g. "gradient L2 norm"
+
+
+@dataclass(frozen=True)
+class ClipInfo:
+    """The run's global gradient norm over time, and what it says about clipping."""
+
+    source: str  # "scalar <tag>" or "formed from N gradient histograms"
+    steps: tuple[int, int]
+    median: float
+    p99: float
+    maximum: float
+    clipped: bool  # looks pinned at a constant ceiling
+    ceiling: float | None
+    suggested_clip_norm: float | None
+    rule: str  # how the suggestion was made, in words
+    trend: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunReport:
+    run: str  # path as given, or relative to it
+    files: tuple[str, ...]
+    steps: tuple[int, int] | None  # first and last step of any histogram or scalar
+    writers: tuple[str, ...]
+    warnings: tuple[str, ...]  # damage and notices, one line each
+    layers: tuple[LayerResult, ...]  # sorted by severity, descending
+    clipping: ClipInfo | None = None
+    counts: Mapping[str, int] = field(default_factory=dict)  # verdict -> number of layers
+
+
+@dataclass(frozen=True)
+class Report:
+    version: str
+    runs: tuple[RunReport, ...]
+    warnings: tuple[str, ...] = ()

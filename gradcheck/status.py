@@ -1,0 +1,12 @@
+"""Exit statuses of the ``gradcheck`` command, defined once (documented in the README)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    OK = 0  # no finding in --fail-on
+    FINDINGS = 1  # at least one finding in --fail-on
+    INPUT_ERROR = 2  # usage or input error: bad option, missing path, nothing readable
+    INTERNAL_ERROR = 3  # a bug in gradcheck

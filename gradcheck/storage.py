@@ -1,0 +1,20 @@
+"""The one door to storage: every event file is opened here.
+
+Remote logs (``gs://``, ``s3://`` through fsspec) or a file that is still growing can be added
+here later without touching the decoder, which only sees a binary stream.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import BinaryIO
+
+
+def open_binary(path: str) -> BinaryIO:
+    """Open ``path`` for binary reading."""
+    return open(path, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
+
+
+def file_size(path: str) -> int:
+    """Size of ``path`` in bytes."""
+    return os.path.getsize(path)
