@@ -1,0 +1,138 @@
+"""TFRecord framing: verified records, incomplete tails, bad CRCs and resynchronisation."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+
+import pytest
+from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as tb_masked_crc
+
+from gradcheck.framing import CRC_IMPLEMENTATION, Frame, FrameDamage, iter_frames, masked_crc32c
+from tests.eventfiles import frame, record_offsets
+
+PAYLOADS = [b"first payload", b"", b"x" * 1000, bytes(range(256)) * 3, b"last"]
+
+
+def frames_of(data: bytes, chunk_size: int = 1 << 20) -> list[Frame | FrameDamage]:
+    return list(iter_frames(io.BytesIO(data), chunk_size=chunk_size))
+
+
+def good(items: list[Frame | FrameDamage]) -> list[bytes]:
+    return [item.payload for item in items if isinstance(item, Frame)]
+
+
+def damages(items: list[Frame | FrameDamage]) -> list[FrameDamage]:
+    return [item for item in items if isinstance(item, FrameDamage)]
+
+
+def test_crc_is_the_c_implementation_and_matches_tensorboard() -> None:
+    assert CRC_IMPLEMENTATION == "c"
+    for data in (b"", b"a", b"123456789", os.urandom(1000)):
+        assert masked_crc32c(data) == tb_masked_crc(data)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 13, 64, 1 << 20])
+def test_intact_file_gives_every_payload_at_its_offset(chunk_size: int) -> None:
+    items = frames_of(frame(PAYLOADS), chunk_size)
+    assert good(items) == PAYLOADS
+    assert [item.offset for item in items] == record_offsets(PAYLOADS)
+
+
+def test_empty_file_gives_nothing() -> None:
+    assert frames_of(b"") == []
+
+
+@pytest.mark.parametrize("cut", [1, 4, 11, 12, 20, 1000, 1015])
+def test_truncated_last_record_is_an_incomplete_tail(cut: int) -> None:
+    data = frame(PAYLOADS[:3])
+    last = record_offsets(PAYLOADS[:3])[2]
+    items = frames_of(data[: last + cut], chunk_size=64)
+    assert good(items) == PAYLOADS[:2]
+    (tail,) = damages(items)
+    assert (tail.kind, tail.offset, tail.lost_bytes) == ("incomplete_tail", last, cut)
+
+
+def test_missing_trailing_crc_only_is_an_incomplete_tail() -> None:
+    data = frame(PAYLOADS)[:-4]
+    items = frames_of(data)
+    assert good(items) == PAYLOADS[:-1]
+    (tail,) = damages(items)
+    assert tail.kind == "incomplete_tail"
+    assert tail.offset == record_offsets(PAYLOADS)[-1]
+    assert tail.lost_bytes == 12 + len(PAYLOADS[-1])
+
+
+def flip(data: bytes, index: int) -> bytes:
+    return data[:index] + bytes([data[index] ^ 0x10]) + data[index + 1 :]
+
+
+def test_bad_payload_crc_loses_one_record() -> None:
+    data = frame(PAYLOADS)
+    offsets = record_offsets(PAYLOADS)
+    items = frames_of(flip(data, offsets[2] + 12 + 500), chunk_size=100)
+    assert good(items) == PAYLOADS[:2] + PAYLOADS[3:]
+    (damage,) = damages(items)
+    assert (damage.kind, damage.offset, damage.lost_bytes) == ("bad_payload_crc", offsets[2], 1016)
+
+
+def test_bad_trailing_crc_loses_one_record() -> None:
+    data = frame(PAYLOADS)
+    offsets = record_offsets(PAYLOADS)
+    items = frames_of(flip(data, offsets[1] - 1))
+    assert good(items) == PAYLOADS[1:]
+    assert [d.kind for d in damages(items)] == ["bad_payload_crc"]
+
+
+@pytest.mark.parametrize("byte", [0, 3, 7, 8, 11])
+def test_bad_length_crc_resyncs_at_the_next_record(byte: int) -> None:
+    data = frame(PAYLOADS)
+    offsets = record_offsets(PAYLOADS)
+    items = frames_of(flip(data, offsets[2] + byte), chunk_size=50)
+    assert good(items) == PAYLOADS[:2] + PAYLOADS[3:]
+    (damage,) = damages(items)
+    assert damage.kind == "bad_length_crc"
+    assert (damage.offset, damage.lost_bytes) == (offsets[2], offsets[3] - offsets[2])
+
+
+@pytest.mark.parametrize("garbage", [b"\x00" * 100, os.urandom(333), b"\xff" * 17, b"z"])
+def test_inserted_garbage_is_skipped_and_reported(garbage: bytes) -> None:
+    data = frame(PAYLOADS)
+    cut = record_offsets(PAYLOADS)[3]
+    items = frames_of(data[:cut] + garbage + data[cut:], chunk_size=40)
+    assert good(items) == PAYLOADS
+    (damage,) = damages(items)
+    assert (damage.kind, damage.offset, damage.lost_bytes) == ("bad_length_crc", cut, len(garbage))
+
+
+def test_garbage_only_is_one_damage_to_the_end() -> None:
+    garbage = b"\x00\x01" * 5000
+    (damage,) = frames_of(garbage, chunk_size=512)
+    assert (damage.kind, damage.offset, damage.lost_bytes) == ("bad_length_crc", 0, 10000)
+
+
+def test_resync_rejects_a_header_whose_payload_crc_fails() -> None:
+    # A decoy: a header whose length CRC verifies, followed by a payload with a wrong CRC.
+    length = struct.pack("<Q", 4)
+    decoy = length + struct.pack("<I", masked_crc32c(length)) + b"fake" + b"\0\0\0\0"
+    data = frame(PAYLOADS)
+    cut = record_offsets(PAYLOADS)[1]
+    items = frames_of(data[:cut] + b"junk" + decoy + data[cut:], chunk_size=16)
+    assert good(items) == PAYLOADS
+    (damage,) = damages(items)
+    assert damage.lost_bytes == 4 + len(decoy)
+
+
+def test_record_larger_than_the_chunk_is_read_whole() -> None:
+    payloads = [os.urandom(100_000), b"small"]
+    assert good(frames_of(frame(payloads), chunk_size=1000)) == payloads
+
+
+def test_implausible_length_with_valid_crc_is_resynced_not_allocated() -> None:
+    length = struct.pack("<Q", 1 << 40)
+    header = length + struct.pack("<I", masked_crc32c(length))
+    data = frame(PAYLOADS)
+    items = frames_of(header + data)
+    assert good(items) == PAYLOADS
+    assert [(d.kind, d.lost_bytes) for d in damages(items)] == [("bad_length_crc", 12)]
