@@ -1,0 +1,202 @@
+"""Roles of tags (weight, gradient, other) and their pairing under one parameter name.
+
+A histogram tag is a *gradient* when it carries a gradient marker (``Gradients_<name>``,
+``gradients/``, ``grads/``, ``grad/``, ``<name>/grad``, ``<name>.grad``, ``<name>_grad``,
+``<name>/gradient(s)``), *other* when its last path component names an activation, an input or
+an output (``layer1/outputs``, ``hiddenlayer_0_activation``, ``logits``), and a *weight*
+otherwise (bare names, ``weights/``, ``params/``, ``<name>/value``, Keras ``<name>/histogram``,
+``<name>_0/histogram``, ``<name>_0``, TF ``:0`` suffixes). Markers match case-insensitively;
+parameter names keep their case (PyTorch names are case-sensitive).
+
+Gradient and weight tags of one parameter reduce to the same *parameter name*:
+``Gradients_dense/kernel:0``, ``dense/kernel:0``, ``dense/kernel_0/histogram`` and
+``weights/dense/kernel`` all give ``dense/kernel``; ``fc1.weight/grad`` and ``fc1.weight`` give
+``fc1.weight``.
+
+Scalar tags get their own roles (:func:`scalar_role`): the exact norms and non-finite counts
+that gradcheck's logging helpers write, common global gradient norm tags, and loss tags.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from gradcheck.errors import ConfigError
+
+Role = Literal["weight", "gradient", "other"]
+
+_GRAD_WORD = r"(?:gradients?|grads?)"
+# ``Gradients_<name>``, ``gradients/<name>``, ``grads/<name>``, possibly after a prefix path.
+_GRAD_PREFIX = re.compile(rf"^(?P<prefix>(?:.*/)?){_GRAD_WORD}[_/](?P<name>.+)$", re.IGNORECASE)
+# ``<name>/grad``, ``<name>.grad``, ``<name>_grad``, ``<name>/gradients`` (Keras-style suffixes ok).
+_GRAD_SUFFIX = re.compile(rf"^(?P<name>.+?)[/._]{_GRAD_WORD}$", re.IGNORECASE)
+_WEIGHT_PREFIX = re.compile(r"^(?:weights?|params?|parameters?)/(?P<name>.+)$", re.IGNORECASE)
+# Decorations that writers add around a variable name, stripped in this order.
+_HISTOGRAM_SUFFIX = re.compile(r"/histogram$", re.IGNORECASE)
+_VALUE_SUFFIX = re.compile(r"/values?$", re.IGNORECASE)
+_TF_OUTPUT_SUFFIX = re.compile(r":\d+$")  # TF variable names: ``dense/kernel:0``
+_KERAS_ZERO_SUFFIX = re.compile(r"_0$")  # Keras 2 histogram tags: ``dense/kernel_0``
+# Last path component naming something that is not a parameter: whole words, or compound
+# names ending in a longer word (``hiddenlayer_0_activation``, ``layer.output``).
+_OTHER_LONG = (
+    r"activations?|pre_?activations?|outputs?|inputs?|logits|labels?|targets?"
+    r"|predictions?|features?|hidden_?states?"
+)
+_OTHER_COMPONENT = re.compile(
+    rf"^(?:(?:.*[_\-.])?(?:{_OTHER_LONG})|acts?|x|y|preds?)(?:_\d+)?$", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class TagRules:
+    """How tags are classified: user regexes (tried first), then the built-in patterns.
+
+    Each user pattern is matched with :func:`re.search` and must define a named group ``name``
+    holding the parameter name; add ``(?i)`` for case-insensitive matching.
+    """
+
+    grad_patterns: tuple[re.Pattern[str], ...] = ()
+    weight_patterns: tuple[re.Pattern[str], ...] = ()
+
+    @classmethod
+    def from_patterns(cls, grad: str | None = None, weight: str | None = None) -> TagRules:
+        """Rules from ``--grad-pattern`` / ``--weight-pattern``; ConfigError on a bad regex."""
+        return cls(
+            grad_patterns=_compile_user_pattern("--grad-pattern", grad),
+            weight_patterns=_compile_user_pattern("--weight-pattern", weight),
+        )
+
+    def classify(self, tag: str) -> tuple[Role, str]:
+        """The role of a histogram tag and its normalised parameter name."""
+        for pattern in self.grad_patterns:
+            match = pattern.search(tag)
+            if match and match.group("name"):
+                return "gradient", normalise_name(match.group("name"))
+        for pattern in self.weight_patterns:
+            match = pattern.search(tag)
+            if match and match.group("name"):
+                return "weight", normalise_name(match.group("name"))
+        return _builtin_classify(tag)
+
+
+DEFAULT_RULES = TagRules()
+
+
+def _compile_user_pattern(option: str, pattern: str | None) -> tuple[re.Pattern[str], ...]:
+    if pattern is None or pattern == "":
+        return ()
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"{option} {pattern!r} is not a valid regular expression: {exc}") from exc
+    if "name" not in compiled.groupindex:
+        raise ConfigError(
+            f"{option} {pattern!r} needs a named group for the parameter name, "
+            "e.g. 'grad_(?P<name>.+)'"
+        )
+    return (compiled,)
+
+
+def normalise_name(name: str) -> str:
+    """Strip writer decorations so weight and gradient tags of a parameter meet."""
+    name = _HISTOGRAM_SUFFIX.sub("", name)
+    name = _VALUE_SUFFIX.sub("", name)
+    name = _TF_OUTPUT_SUFFIX.sub("", name)
+    name = _KERAS_ZERO_SUFFIX.sub("", name)
+    return name or "?"
+
+
+def _builtin_classify(tag: str) -> tuple[Role, str]:
+    core = _HISTOGRAM_SUFFIX.sub("", tag)
+    suffix = _GRAD_SUFFIX.match(core)
+    if suffix:
+        return "gradient", normalise_name(suffix.group("name"))
+    prefix = _GRAD_PREFIX.match(core)
+    if prefix:
+        return "gradient", normalise_name(prefix.group("prefix") + prefix.group("name"))
+    weight = _WEIGHT_PREFIX.match(core)
+    if weight:
+        return "weight", normalise_name(weight.group("name"))
+    name = normalise_name(core)
+    last = name.rsplit("/", 1)[-1]
+    if _OTHER_COMPONENT.match(last):
+        return "other", name
+    return "weight", name
+
+
+def classify_tag(tag: str, rules: TagRules | None = None) -> Role:
+    """``weight``, ``gradient`` or ``other`` for a histogram tag."""
+    return (rules or DEFAULT_RULES).classify(tag)[0]
+
+
+def parameter_name(tag: str, rules: TagRules | None = None) -> str:
+    """The normalised parameter name a histogram tag is paired under."""
+    return (rules or DEFAULT_RULES).classify(tag)[1]
+
+
+# --------------------------------------------------------------------------------------------
+# Scalars
+# --------------------------------------------------------------------------------------------
+
+ScalarKind = Literal[
+    "grad_norm",  # exact L2 norm of one parameter's gradient
+    "weight_norm",  # exact L2 norm of one parameter
+    "grad_nonfinite",  # number of NaN/Inf elements in one gradient
+    "weight_nonfinite",  # number of NaN/Inf elements in one parameter
+    "global_grad_norm",  # L2 norm of all gradients together
+    "global_grad_nonfinite",  # number of NaN/Inf elements in all gradients
+    "loss",
+]
+
+
+@dataclass(frozen=True)
+class ScalarRole:
+    """What a scalar tag measures; ``name`` is the parameter it belongs to (per-parameter kinds)."""
+
+    kind: ScalarKind
+    name: str | None = None
+
+
+_HELPER_SCALAR = re.compile(
+    r"^(?:.*/)?(?P<prefix>gradient_norm|weight_norm|gradient_nonfinite|weight_nonfinite)"
+    r"/(?P<name>.+)$"
+)
+_HELPER_KINDS: dict[str, tuple[ScalarKind, ScalarKind | None]] = {
+    "gradient_norm": ("grad_norm", "global_grad_norm"),
+    "weight_norm": ("weight_norm", None),
+    "gradient_nonfinite": ("grad_nonfinite", "global_grad_nonfinite"),
+    "weight_nonfinite": ("weight_nonfinite", None),
+}
+# Global gradient norms other tools write: HF Trainer ``train/grad_norm``, Lightning
+# ``grad_2.0_norm_total``, hand-written ``global_grad_norm`` and the like.
+_GLOBAL_NORM = re.compile(
+    r"^(?:.*/)?(?:global_?|total_?)?grad(?:ient)?s?_?(?:2\.0_)?norm(?:_total|_global)?$",
+    re.IGNORECASE,
+)
+_LOSS = re.compile(r"loss", re.IGNORECASE)
+
+
+def scalar_role(tag: str) -> ScalarRole | None:
+    """The role of a scalar tag, or ``None`` when gradcheck does not use it."""
+    helper = _HELPER_SCALAR.match(tag)
+    if helper:
+        per_param, global_kind = _HELPER_KINDS[helper.group("prefix")]
+        name = helper.group("name")
+        if name == "global" and global_kind is not None:
+            return ScalarRole(global_kind)
+        return ScalarRole(per_param, normalise_name(name))
+    if _GLOBAL_NORM.match(tag):
+        return ScalarRole("global_grad_norm")
+    if _LOSS.search(tag):
+        return ScalarRole("loss")
+    return None
+
+
+_HELD_OUT_WORDS = re.compile(r"val|test|eval|valid", re.IGNORECASE)
+
+
+def training_loss_rank(tag: str) -> int:
+    """Lower is a better training-loss candidate: validation/test losses rank after train ones."""
+    return 1 if _HELD_OUT_WORDS.search(tag) else 0

@@ -1,0 +1,154 @@
+"""Roles of tags and their pairing under one parameter name."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradcheck.errors import ConfigError
+from gradcheck.tags import (
+    ScalarRole,
+    TagRules,
+    classify_tag,
+    parameter_name,
+    scalar_role,
+    training_loss_rank,
+)
+
+GRADIENT_TAGS = {
+    # TF2 custom loop of the seed question: 'Gradients_' + var.name
+    "Gradients_dense/kernel:0": "dense/kernel",
+    "Gradients/dense/kernel:0": "dense/kernel",
+    "gradients/dense_1/kernel": "dense_1/kernel",
+    "GRADS/fc1.weight": "fc1.weight",
+    "grad/fc1.weight": "fc1.weight",
+    # PyTorch hand-written: name + '/grad', name + '.grad', name + '_grad'
+    "fc1.weight/grad": "fc1.weight",
+    "fc1.weight.grad": "fc1.weight",
+    "conv1.bias_grad": "conv1.bias",
+    "layer/kernel/gradient": "layer/kernel",
+    "layer/kernel/Gradients": "layer/kernel",
+    # Keras 2 write_grads: weight name with ':' -> '_' plus '_grad'
+    "dense_1/kernel_0_grad": "dense_1/kernel",
+    # a prefix path before the marker stays part of the name
+    "train/grads/fc1.weight": "train/fc1.weight",
+}
+
+WEIGHT_TAGS = {
+    "dense/kernel:0": "dense/kernel",
+    "fc1.weight": "fc1.weight",
+    "weights/dense_1/kernel": "dense_1/kernel",
+    "weights/sequential/dense_1/kernel": "sequential/dense_1/kernel",
+    "params/fc1.weight": "fc1.weight",
+    "param/fc1.weight": "fc1.weight",
+    "parameters/fc1.weight": "fc1.weight",
+    "fc1.weight/value": "fc1.weight",
+    "dense_1/kernel/histogram": "dense_1/kernel",
+    "L1_16_Dense_RELU/kernel_0/histogram": "L1_16_Dense_RELU/kernel",
+    "dense/kernel_0": "dense/kernel",
+    "kernel/histogram": "kernel",
+    "layer1/weights/layer1/weights": "layer1/weights/layer1/weights",
+    "output/Weights": "output/Weights",
+    "lstm_cell/W_x": "lstm_cell/W_x",
+    "w": "w",
+}
+
+OTHER_TAGS = [
+    "layer1/layer1/outputs",
+    "layer1/X",
+    "dnn/dnn/hiddenlayer_0_activation",
+    "dnn/dnn/logits_activation",
+    "conv1/activations",
+    "block.output",
+    "pre_activations",
+]
+
+
+@pytest.mark.parametrize(("tag", "name"), sorted(GRADIENT_TAGS.items()))
+def test_gradient_tags_are_recognised_and_named(tag: str, name: str) -> None:
+    assert classify_tag(tag) == "gradient"
+    assert parameter_name(tag) == name
+
+
+@pytest.mark.parametrize(("tag", "name"), sorted(WEIGHT_TAGS.items()))
+def test_weight_tags_are_recognised_and_named(tag: str, name: str) -> None:
+    assert classify_tag(tag) == "weight"
+    assert parameter_name(tag) == name
+
+
+@pytest.mark.parametrize("tag", OTHER_TAGS)
+def test_activation_and_input_tags_are_other(tag: str) -> None:
+    assert classify_tag(tag) == "other"
+
+
+@pytest.mark.parametrize(
+    ("weight", "gradient"),
+    [
+        ("dense/kernel:0", "Gradients_dense/kernel:0"),
+        ("fc1.weight", "fc1.weight/grad"),
+        ("weights/dense_1/kernel", "gradients/dense_1/kernel"),
+        ("dense_1/kernel_0", "dense_1/kernel_0_grad"),
+    ],
+)
+def test_weight_and_gradient_of_one_parameter_pair(weight: str, gradient: str) -> None:
+    assert parameter_name(weight) == parameter_name(gradient)
+
+
+def test_user_patterns_take_precedence_and_name_the_parameter() -> None:
+    rules = TagRules.from_patterns(grad=r"^d_(?P<name>.+)$", weight=r"^theta_(?P<name>.+)$")
+    assert rules.classify("d_layer3") == ("gradient", "layer3")
+    assert rules.classify("theta_layer3") == ("weight", "layer3")
+    # tags the user patterns do not match fall back to the built-in rules
+    assert rules.classify("fc1.weight/grad") == ("gradient", "fc1.weight")
+    assert classify_tag("d_layer3", rules) == "gradient"
+
+
+def test_user_pattern_name_is_normalised_like_builtin_names() -> None:
+    rules = TagRules.from_patterns(grad=r"^dL_(?P<name>.+)$")
+    assert rules.classify("dL_dense/kernel:0") == ("gradient", "dense/kernel")
+
+
+@pytest.mark.parametrize(
+    ("grad", "weight", "message"),
+    [
+        ("grad_(?P<name>.+", None, "not a valid regular expression"),
+        ("grad_(.+)", None, "named group"),
+        (None, "w_(?P<param>.+)", "named group"),
+    ],
+)
+def test_bad_user_patterns_raise_config_error(
+    grad: str | None, weight: str | None, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        TagRules.from_patterns(grad=grad, weight=weight)
+
+
+def test_empty_user_patterns_mean_builtin_rules() -> None:
+    assert TagRules.from_patterns(None, "") == TagRules()
+
+
+@pytest.mark.parametrize(
+    ("tag", "role"),
+    [
+        ("gradient_norm/global", ScalarRole("global_grad_norm")),
+        ("gradient_nonfinite/global", ScalarRole("global_grad_nonfinite")),
+        ("gradient_norm/fc1.weight", ScalarRole("grad_norm", "fc1.weight")),
+        ("weight_norm/dense_1/kernel", ScalarRole("weight_norm", "dense_1/kernel")),
+        ("gradient_nonfinite/fc1.weight", ScalarRole("grad_nonfinite", "fc1.weight")),
+        ("weight_nonfinite/fc1.weight", ScalarRole("weight_nonfinite", "fc1.weight")),
+        ("train/grad_norm", ScalarRole("global_grad_norm")),
+        ("grad_2.0_norm_total", ScalarRole("global_grad_norm")),
+        ("global_grad_norm", ScalarRole("global_grad_norm")),
+        ("epoch_loss", ScalarRole("loss")),
+        ("Loss/train", ScalarRole("loss")),
+        ("3. TimeGAN training - GAN/1. Unsupervised loss", ScalarRole("loss")),
+        ("epoch_accuracy", None),
+        ("train/learning_rate", None),
+    ],
+)
+def test_scalar_roles(tag: str, role: ScalarRole | None) -> None:
+    assert scalar_role(tag) == role
+
+
+def test_training_losses_rank_before_validation_losses() -> None:
+    tags = ["val_loss", "Loss/test", "loss", "epoch_loss"]
+    assert sorted(tags, key=training_loss_rank)[:2] == ["loss", "epoch_loss"]
