@@ -1,0 +1,264 @@
+"""Event payloads -> typed records (histograms in both encodings, scalars), every field kept.
+
+Reads ``Summary.Value.histo`` (``HistogramProto``: ``min, max, num, sum, sum_squares`` and the
+buckets, unlike tensorboard's ``data_compat`` which drops ``sum``/``sum_squares``), TF2 ``[k, 3]``
+histogram tensors (plugin ``histograms``), TF1 ``simple_value`` scalars and TF2 scalar tensors
+(plugin ``scalars``). Writers put the plugin name only in a tag's first value, so the decoder
+remembers it per tag. Images, audio, text and other plugins are skipped. TensorFlow is never
+imported: only tensorboard's generated protobufs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from google.protobuf.message import DecodeError
+from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+
+from gradcheck.model import Damage, HistogramRecord, ScalarRecord
+
+HISTOGRAMS_PLUGIN = "histograms"
+SCALARS_PLUGIN = "scalars"
+
+# Event fields (event.proto) whose payload is a large opaque blob we never need: graph_def,
+# tagged_run_metadata, meta_graph_def.
+_BLOB_FIELDS = {4: "graph_def", 8: "tagged_run_metadata", 9: "meta_graph_def"}
+
+_NUMPY_DTYPES: dict[int, np.dtype[Any]] = {
+    types_pb2.DT_FLOAT: np.dtype("<f4"),
+    types_pb2.DT_DOUBLE: np.dtype("<f8"),
+    types_pb2.DT_HALF: np.dtype("<f2"),
+}
+
+ValueRecord = HistogramRecord | ScalarRecord | Damage
+
+
+@dataclass(slots=True)
+class Decoded:
+    """What one Event payload held.
+
+    ``what`` is the Event's oneof (``summary``, ``file_version``, ``graph_def``, ...; ``""``
+    when the event has none, e.g. old tensorboardX's wall-time-only first event).
+    ``records`` holds the histogram and scalar values (``index`` 0: the reader numbers
+    collisions) and a ``Damage`` for each value that could not be read.
+    """
+
+    what: str
+    step: int = 0
+    wall_time: float = 0.0
+    file_version: str | None = None
+    writer: str | None = None
+    records: list[ValueRecord] = field(default_factory=list)
+
+
+class UndecodableEvent(Exception):
+    """The payload's CRC verified but it is not a valid Event protobuf."""
+
+
+class EventDecoder:
+    """Decodes the Event payloads of one run, remembering each tag's plugin name."""
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self._plugin_by_tag: dict[str, str] = {}
+
+    def decode(self, payload: bytes, file: str, offset: int) -> Decoded:
+        """Decode one payload; raise ``UndecodableEvent`` when it is not an Event."""
+        blob = _blob_field(payload)
+        if blob is not None:
+            return Decoded(what=blob)
+        try:
+            event = event_pb2.Event.FromString(payload)
+        except DecodeError as error:
+            raise UndecodableEvent(str(error) or "not an Event protobuf") from None
+        what = event.WhichOneof("what") or ""
+        decoded = Decoded(what=what, step=event.step, wall_time=event.wall_time)
+        if what == "summary":
+            self._decode_summary(event, file, offset, decoded)
+        elif what == "file_version":
+            decoded.file_version = event.file_version
+        if event.HasField("source_metadata") and event.source_metadata.writer:
+            decoded.writer = event.source_metadata.writer
+        return decoded
+
+    def _decode_summary(
+        self, event: event_pb2.Event, file: str, offset: int, decoded: Decoded
+    ) -> None:
+        step, wall_time, records = event.step, event.wall_time, decoded.records
+        for value in event.summary.value:
+            record = self._decode_value(value, file, offset, step, wall_time)
+            if record is not None:
+                records.append(record)
+
+    def _decode_value(
+        self, value: summary_pb2.Summary.Value, file: str, offset: int, step: int, wall_time: float
+    ) -> ValueRecord | None:
+        """The record for one summary value, or None for values gradcheck does not use."""
+        kind = value.WhichOneof("value")
+        where = (self.run, file, offset, value.tag, step, wall_time)
+        if kind == "simple_value":
+            return ScalarRecord(*where, "simple_value", value.simple_value)
+        if kind == "histo":
+            return _histo_record(value.histo, *where)
+        if kind == "tensor":
+            plugin = self._plugin_of(value)
+            if plugin == HISTOGRAMS_PLUGIN:
+                return _tensor_histogram(value.tensor, *where)
+            if plugin == SCALARS_PLUGIN:
+                return _tensor_scalar(value.tensor, *where)
+        return None
+
+    def _plugin_of(self, value: summary_pb2.Summary.Value) -> str | None:
+        """The value's plugin name, or the one remembered from the tag's first value."""
+        name = value.metadata.plugin_data.plugin_name if value.HasField("metadata") else ""
+        if name:
+            self._plugin_by_tag[value.tag] = name
+            return name
+        return self._plugin_by_tag.get(value.tag)
+
+
+def _blob_field(payload: bytes) -> str | None:
+    """The oneof name when the Event is a graph/metadata blob, without parsing it.
+
+    Walks the leading ``wall_time`` (field 1, fixed64) and ``step`` (field 2, varint) keys,
+    as every writer serialises fields in number order, then looks at the next field number.
+    Returns None whenever the payload does not match that simple layout (then it is parsed).
+    """
+    pos, size = 0, len(payload)
+    if pos < size and payload[pos] == 0x09:  # field 1, wire type 1
+        pos += 9
+    if pos < size and payload[pos] == 0x10:  # field 2, wire type 0
+        pos += 1
+        while pos < size and payload[pos] & 0x80:
+            pos += 1
+        pos += 1
+    if pos < size and payload[pos] & 0x07 == 2:  # length-delimited field with a 1-byte key
+        return _BLOB_FIELDS.get(payload[pos] >> 3)
+    return None
+
+
+def _histo_record(
+    proto: summary_pb2.HistogramProto,
+    run: str,
+    file: str,
+    offset: int,
+    tag: str,
+    step: int,
+    wall_time: float,
+) -> HistogramRecord | Damage:
+    """A ``HistogramProto`` with every field kept; left edges derived from ``min``."""
+    right = np.array(proto.bucket_limit, dtype=np.float64)
+    counts = np.array(proto.bucket, dtype=np.float64)
+    if right.size != counts.size:
+        return _bad_value(
+            run, file, offset, tag, step,
+            f"{right.size} bucket limits but {counts.size} bucket counts",
+        )  # fmt: skip
+    left = np.empty_like(right)
+    if right.size:
+        # proto3 cannot tell an absent min from 0: a min above the first right edge is absent.
+        left[0] = -np.inf if proto.min > right[0] else proto.min
+        left[1:] = right[:-1]
+    return HistogramRecord(
+        run, file, offset, tag, 0, step, wall_time, "histo", left, right, counts,
+        proto.min, proto.max, proto.num, proto.sum, proto.sum_squares,
+    )  # fmt: skip
+
+
+def _tensor_histogram(
+    tensor: tensor_pb2.TensorProto,
+    run: str,
+    file: str,
+    offset: int,
+    tag: str,
+    step: int,
+    wall_time: float,
+) -> HistogramRecord | Damage:
+    """A TF2 ``[k, 3]`` histogram tensor (rows ``left, right, count``)."""
+    array = tensor_values(tensor)
+    if isinstance(array, str):
+        return _bad_value(run, file, offset, tag, step, array)
+    if array.size == 0:
+        array = array.reshape(0, 3)
+    if array.ndim != 2 or array.shape[1] != 3:
+        return _bad_value(
+            run, file, offset, tag, step,
+            f"histogram tensor of shape {list(array.shape)}, expected [k, 3]",
+        )  # fmt: skip
+    left, right, counts = array.T
+    return HistogramRecord(
+        run, file, offset, tag, 0, step, wall_time, "tensor", left, right, counts
+    )
+
+
+def _tensor_scalar(
+    tensor: tensor_pb2.TensorProto,
+    run: str,
+    file: str,
+    offset: int,
+    tag: str,
+    step: int,
+    wall_time: float,
+) -> ScalarRecord | Damage:
+    """A TF2 scalar tensor (plugin ``scalars``): one float, half or double."""
+    array = tensor_values(tensor)
+    if isinstance(array, str):
+        return _bad_value(run, file, offset, tag, step, array)
+    if array.size != 1:
+        return _bad_value(
+            run, file, offset, tag, step, f"scalar tensor of shape {list(array.shape)}"
+        )
+    return ScalarRecord(run, file, offset, tag, step, wall_time, "tensor", float(array.flat[0]))
+
+
+def tensor_values(tensor: tensor_pb2.TensorProto) -> np.ndarray | str:
+    """A float tensor's values as float64 in its shape, or a sentence saying why not.
+
+    Reads ``tensor_content`` (little-endian, no per-element Python objects) or the typed
+    fields; TensorFlow's convention applies to typed fields: fewer values than elements means
+    the last one repeats, none means zeros.
+    """
+    dtype = _NUMPY_DTYPES.get(tensor.dtype)
+    if dtype is None:
+        return f"tensor of dtype {types_pb2.DataType.Name(tensor.dtype)} is not read"
+    shape = tuple(dim.size for dim in tensor.tensor_shape.dim)
+    if any(size < 0 for size in shape):
+        return f"tensor of unknown shape {list(shape)}"
+    size = int(np.prod(shape, dtype=np.int64))
+    if tensor.tensor_content:
+        if len(tensor.tensor_content) != size * dtype.itemsize:
+            return (
+                f"tensor_content of {len(tensor.tensor_content)} bytes does not hold shape "
+                f"{list(shape)}"
+            )
+        flat = np.frombuffer(tensor.tensor_content, dtype=dtype)
+    else:
+        flat = _typed_values(tensor, dtype, size)
+    return flat.astype(np.float64, copy=False).reshape(shape)
+
+
+def _typed_values(tensor: tensor_pb2.TensorProto, dtype: np.dtype[Any], size: int) -> np.ndarray:
+    if dtype.itemsize == 2:
+        values = np.array(tensor.half_val, dtype=np.uint16).view(np.float16)
+    elif dtype.itemsize == 4:
+        values = np.array(tensor.float_val, dtype=np.float32)
+    else:
+        values = np.array(tensor.double_val, dtype=np.float64)
+    if values.size >= size:
+        return values[:size]
+    if values.size == 0:
+        return np.zeros(size, dtype=dtype)
+    return np.concatenate([values, np.full(size - values.size, values[-1])])
+
+
+def _bad_value(run: str, file: str, offset: int, tag: str, step: int, why: str) -> Damage:
+    return Damage(
+        run=run,
+        file=file,
+        offset=offset,
+        kind="undecodable",
+        lost_bytes=0,
+        message=f"value of tag {tag!r} at step {step} (record at byte {offset}) not read: {why}",
+    )
