@@ -1,0 +1,87 @@
+"""What every output format implements, and the environment a formatter may consult.
+
+A formatter turns a finished :class:`~gradcheck.model.Report` into text. It never prints, never
+exits and never reads the terminal itself: the CLI measures the terminal once into an
+:class:`Env` and hands it over, so tests can fake a TTY, a pipe, a width or ``NO_COLOR``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from gradcheck.model import Report
+
+DEFAULT_WIDTH = 80
+"""Width used when stdout is not a terminal: output written to a file or a pipe is stable."""
+
+
+@dataclass(frozen=True)
+class Env:
+    """The facts about the terminal that change how output looks."""
+
+    stdout_isatty: bool = False
+    stderr_isatty: bool = False
+    no_color: bool = False
+    width: int = DEFAULT_WIDTH
+
+    @property
+    def color(self) -> bool:
+        """Colour only on a terminal, and never when ``NO_COLOR`` is set (https://no-color.org)."""
+        return self.stdout_isatty and not self.no_color
+
+    @classmethod
+    def from_system(
+        cls,
+        stdout: TextIO,
+        stderr: TextIO,
+        environ: Mapping[str, str] = os.environ,
+    ) -> Env:
+        """Measure the real streams: TTY or not, ``NO_COLOR``, terminal width (80 if piped)."""
+        stdout_isatty = _isatty(stdout)
+        width = DEFAULT_WIDTH
+        if stdout_isatty:
+            width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+        return cls(
+            stdout_isatty=stdout_isatty,
+            stderr_isatty=_isatty(stderr),
+            no_color=bool(environ.get("NO_COLOR")),
+            width=max(width, 40),
+        )
+
+
+def _isatty(stream: TextIO) -> bool:
+    """``stream.isatty()``, False for streams that lack it or are closed."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class FormatOptions:
+    """Choices that shape human-oriented formats (table, markdown).
+
+    ``top`` caps the findings listed per run (the rest are counted, never silently dropped);
+    ``show_all`` lists healthy parameters one per row instead of folding them into one line.
+    Machine formats (JSON, CSV) ignore both: they always carry every parameter.
+    """
+
+    env: Env = field(default_factory=Env)
+    top: int | None = None
+    show_all: bool = False
+
+
+class Formatter(ABC):
+    """Turns a report into the text of one output format."""
+
+    def __init__(self, options: FormatOptions | None = None) -> None:
+        self.options = options if options is not None else FormatOptions()
+
+    @abstractmethod
+    def format(self, report: Report) -> str:
+        """The whole document, ending with a newline."""

@@ -1,0 +1,106 @@
+"""The JSON format: a versioned contract for scripts and CI (schema documented in the README).
+
+Every parameter appears, healthy ones included, sorted by severity (descending) within its run.
+Non-finite numbers become ``null`` so that the document is strict JSON (``jq``, ``json.loads``
+and JavaScript all accept it). Fields may be added within a schema version; renaming or
+removing one increments ``SCHEMA_VERSION``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+from gradcheck.model import ClipInfo, LayerResult, Report, RunReport
+from gradcheck.report.interface import Formatter
+from gradcheck.report.view import verdict_counts
+
+SCHEMA_VERSION = 1
+
+
+class JsonFormatter(Formatter):
+    """One JSON document (indented, UTF-8 text, trailing newline)."""
+
+    def format(self, report: Report) -> str:
+        return (
+            json.dumps(report_document(report), indent=2, ensure_ascii=False, allow_nan=False)
+            + "\n"
+        )
+
+
+def report_document(report: Report) -> dict[str, Any]:
+    """The report as plain JSON-safe data (the schema of the README)."""
+    return {
+        "schema": SCHEMA_VERSION,
+        "gradcheck": report.version,
+        "warnings": list(report.warnings),
+        "runs": [run_document(run) for run in report.runs],
+    }
+
+
+def run_document(run: RunReport) -> dict[str, Any]:
+    """One run: its files, step range, writers, warnings, verdict counts and every parameter."""
+    layers = sorted(run.layers, key=lambda layer: -layer.severity)
+    return {
+        "run": run.run,
+        "files": list(run.files),
+        "steps": None if run.steps is None else [run.steps[0], run.steps[1]],
+        "writers": list(run.writers),
+        "warnings": list(run.warnings),
+        "counts": dict(verdict_counts(run)),
+        "clipping": None if run.clipping is None else clipping_document(run.clipping),
+        "layers": [layer_document(layer) for layer in layers],
+    }
+
+
+def layer_document(layer: LayerResult) -> dict[str, Any]:
+    """One parameter's verdict with its evidence and statistics."""
+    return {
+        "name": layer.name,
+        "weight_tag": layer.weight_tag,
+        "grad_tag": layer.grad_tag,
+        "verdict": layer.verdict,
+        "flags": list(layer.flags),
+        "severity": finite(layer.severity),
+        "first_bad_step": layer.first_bad_step,
+        "evidence": layer.evidence,
+        "hint": layer.hint,
+        "depth": layer.depth,
+        "stats": finite_mapping(layer.stats),
+        "trend_of": layer.trend_of,
+        "trend": [finite(value) for value in layer.trend],
+    }
+
+
+def clipping_document(clip: ClipInfo) -> dict[str, Any]:
+    """The run's global gradient norm summary and clip-norm suggestion."""
+    return {
+        "source": clip.source,
+        "steps": [clip.steps[0], clip.steps[1]],
+        "median": finite(clip.median),
+        "p99": finite(clip.p99),
+        "max": finite(clip.maximum),
+        "clipped": clip.clipped,
+        "ceiling": finite(clip.ceiling),
+        "suggested_clip_norm": finite(clip.suggested_clip_norm),
+        "rule": clip.rule,
+        "trend": [finite(value) for value in clip.trend],
+    }
+
+
+def finite(value: float | int | None) -> float | int | None:
+    """``value`` as a JSON number, ``None`` for NaN/inf/absent (numpy scalars made plain)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral):  # int and numpy integers
+        return int(value)
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def finite_mapping(stats: Mapping[str, float | int | None]) -> dict[str, float | int | None]:
+    """``stats`` with every value passed through :func:`finite`."""
+    return {str(key): finite(value) for key, value in stats.items()}

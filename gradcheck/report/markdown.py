@@ -1,0 +1,113 @@
+"""The Markdown format: a summary and a table per run, for a pull-request comment or
+``$GITHUB_STEP_SUMMARY`` (GitHub-flavoured Markdown tables and ``<details>``)."""
+
+from __future__ import annotations
+
+from gradcheck.model import VERDICTS, LayerResult, Report, RunReport
+from gradcheck.report.interface import Formatter
+from gradcheck.report.numbers import format_steps
+from gradcheck.report.view import (
+    KEY_NUMBERS,
+    clipping_phrase,
+    counts_phrase,
+    plural,
+    select_layers,
+    verdict_counts,
+)
+
+MARKS = {"nan": "🟥", "exploding": "🟥", "vanishing": "🟨", "static": "🟪", "ok": "🟩"}
+
+
+class MarkdownFormatter(Formatter):
+    """GitHub-flavoured Markdown."""
+
+    def format(self, report: Report) -> str:
+        lines = [f"## gradcheck {report.version}: {_report_summary(report)}", ""]
+        lines += [f"> **warning:** {escape(warning)}" for warning in report.warnings]
+        if report.warnings:
+            lines.append("")
+        for run in report.runs:
+            lines += self._run_lines(run)
+        return "\n".join(lines).rstrip("\n") + "\n"
+
+    def _run_lines(self, run: RunReport) -> list[str]:
+        selection = select_layers(run, self.options.top, self.options.show_all)
+        lines = [f"### `{run.run}`", "", _run_summary(run), ""]
+        lines += [f"> **warning:** {escape(warning)}  " for warning in run.warnings]
+        if run.warnings:
+            lines.append("")
+        if run.clipping is not None:
+            lines += [escape(clipping_phrase(run.clipping)), ""]
+        if selection.listed:
+            lines += _table(selection.listed) + [""]
+        lines += _hint_lines(selection.listed)
+        if selection.hidden:
+            lines += [f"… {plural(len(selection.hidden), 'more finding')} not listed.", ""]
+        if selection.folded:
+            names = ", ".join(code(layer.name) for layer in selection.folded)
+            summary = plural(len(selection.folded), "healthy parameter")
+            lines += [f"<details><summary>{summary}</summary>", "", names, "", "</details>", ""]
+        return lines
+
+
+def _report_summary(report: Report) -> str:
+    """``2 runs, 3 findings (1 nan, 2 exploding)``."""
+    totals: dict[str, int] = dict.fromkeys(VERDICTS, 0)
+    for run in report.runs:
+        for verdict, count in verdict_counts(run).items():
+            totals[verdict] += count
+    findings = sum(count for verdict, count in totals.items() if verdict != "ok")
+    detail = counts_phrase({v: c for v, c in totals.items() if v != "ok"}).replace(" · ", ", ")
+    text = f"{plural(len(report.runs), 'run')}, {plural(findings, 'finding')}"
+    return f"{text} ({detail})" if findings else text
+
+
+def _run_summary(run: RunReport) -> str:
+    parts = [plural(len(run.files), "file"), f"steps {format_steps(run.steps)}"]
+    if run.writers:
+        parts.append(escape(", ".join(run.writers)))
+    parts.append(counts_phrase(verdict_counts(run)))
+    return " · ".join(parts)
+
+
+def _table(layers: tuple[LayerResult, ...]) -> list[str]:
+    header = [
+        "verdict",
+        "parameter",
+        "first bad step",
+        *(n.label.replace("\n", " ") for n in KEY_NUMBERS),
+    ]
+    header.append("evidence")
+    lines = [_row(header), _row(["---"] * 2 + ["---:"] * (1 + len(KEY_NUMBERS)) + ["---"])]
+    for layer in layers:
+        cells = [
+            f"{MARKS[layer.verdict]} {layer.verdict}",
+            code(layer.name),
+            "" if layer.first_bad_step is None else str(layer.first_bad_step),
+            *(number.of(layer) for number in KEY_NUMBERS),
+            escape(layer.evidence),
+        ]
+        lines.append(_row(cells))
+    return lines
+
+
+def _hint_lines(layers: tuple[LayerResult, ...]) -> list[str]:
+    """The usual causes and fixes of each listed finding, folded under ``<details>``."""
+    hints = [f"- {code(layer.name)}: {escape(layer.hint)}" for layer in layers if layer.hint]
+    if not hints:
+        return []
+    return ["<details><summary>hints</summary>", "", *hints, "", "</details>", ""]
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def code(name: str) -> str:
+    """A parameter name as inline code (pipes escaped: GitHub splits table cells on them)."""
+    return "`" + name.replace("`", "'").replace("|", "\\|") + "`"
+
+
+def escape(text: str) -> str:
+    """Text safe inside a table cell or a paragraph: pipes escaped, newlines flattened."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,180 @@
+"""The default format: a terminal table per run, worst parameter first (rich).
+
+Per run: a header (path, files, step range, writers, verdict counts), warnings, the global
+gradient norm, then one row per finding (verdict, parameter, first bad step, key numbers,
+sparkline), the evidence and hint of each finding, and healthy parameters folded into one line.
+Fits ``Env.width`` columns (80 when not a terminal); colour only when ``Env.color``.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from gradcheck.model import LayerResult, Report, RunReport
+from gradcheck.report.interface import Formatter
+from gradcheck.report.numbers import MISSING, format_steps
+from gradcheck.report.sparkline import sparkline
+from gradcheck.report.view import (
+    KEY_NUMBERS,
+    LayerSelection,
+    clipping_phrase,
+    counts_phrase,
+    plural,
+    select_layers,
+    verdict_counts,
+)
+
+VERDICT_STYLES = {
+    "nan": "bold red",
+    "exploding": "red",
+    "vanishing": "yellow",
+    "static": "magenta",
+    "ok": "green",
+}
+VERDICT_WIDTH = 9  # "exploding", "vanishing"
+STEP_WIDTH = 6
+NUMBER_WIDTH = 7  # "1.2e-07"
+MIN_TREND, MAX_TREND = 8, 24
+MIN_NAME = 10
+ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
+TRAILING = re.compile(r"(?:\s|\x1b\[[0-9;]*m)+$")  # spaces and ANSI codes ending a line
+MAX_WARNINGS = 5  # per run; the rest are counted (JSON lists them all)
+
+
+class TableFormatter(Formatter):
+    """Renders a report as aligned text for a terminal (ANSI colours only on a colour TTY)."""
+
+    def format(self, report: Report) -> str:
+        console = self._console()
+        for position, run in enumerate(report.runs):
+            if position:
+                console.print()
+            self._print_run(console, run)
+        for warning in report.warnings:
+            console.print(Text(f"warning: {warning}", style="yellow"))
+        text = console.file.getvalue()  # type: ignore[attr-defined]
+        return "\n".join(rstrip_styled(line) for line in text.splitlines()) + "\n"
+
+    def _console(self) -> Console:
+        env = self.options.env
+        return Console(
+            file=io.StringIO(),
+            width=env.width,
+            force_terminal=env.color,
+            no_color=not env.color,
+            color_system="standard" if env.color else None,
+            highlight=False,
+            emoji=False,
+            markup=False,
+            legacy_windows=False,
+        )
+
+    def _print_run(self, console: Console, run: RunReport) -> None:
+        selection = select_layers(run, self.options.top, self.options.show_all)
+        console.print(Text(run.run, style="bold"))
+        for line in _run_summary(run):
+            console.print(Padding(Text(line), (0, 0, 0, 2)))
+        for line in _warning_lines(run):
+            console.print(Padding(Text(line, style="yellow"), (0, 0, 0, 2)))
+        if run.clipping is not None:
+            console.print(Padding(Text(clipping_phrase(run.clipping)), (0, 0, 0, 2)))
+        if selection.listed:
+            console.print(self._layer_table(selection.listed))
+        for line in _tail_lines(selection):
+            console.print(Padding(Text(line, style="dim"), (0, 0, 0, 2)))
+        for layer in selection.listed:
+            if layer.verdict != "ok":
+                _print_details(console, layer)
+
+    def _layer_table(self, layers: tuple[LayerResult, ...]) -> Table:
+        """One row per parameter, column widths fixed so the table fits ``Env.width``."""
+        name_width, trend_width = _flexible_widths(self.options.env.width, layers)
+        table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False)
+        table.add_column("verdict", width=VERDICT_WIDTH, no_wrap=True)
+        table.add_column("parameter", width=name_width, no_wrap=True)
+        table.add_column("first\nbad", width=STEP_WIDTH, justify="right", no_wrap=True)
+        for number in KEY_NUMBERS:
+            table.add_column(number.label, width=NUMBER_WIDTH, justify="right", no_wrap=True)
+        table.add_column("trend", width=trend_width, no_wrap=True)  # of LayerResult.trend_of
+        for layer in layers:
+            style = VERDICT_STYLES[layer.verdict]
+            table.add_row(
+                Text(layer.verdict, style=style),
+                Text(shorten(layer.name, name_width)),
+                "" if layer.first_bad_step is None else str(layer.first_bad_step),
+                *(number.of(layer) for number in KEY_NUMBERS),
+                Text(sparkline(layer.trend, trend_width), style=style),
+            )
+        return table
+
+
+def _run_summary(run: RunReport) -> list[str]:
+    """``2 files · steps 0–199 · pytorch`` and ``1 nan · 4 ok``."""
+    parts = [plural(len(run.files), "file"), f"steps {format_steps(run.steps)}"]
+    if run.writers:
+        parts.append(", ".join(run.writers))
+    return [" · ".join(parts), counts_phrase(verdict_counts(run))]
+
+
+def _warning_lines(run: RunReport) -> list[str]:
+    """The first warnings of a run, then how many more there are."""
+    lines = [f"! {warning}" for warning in run.warnings[:MAX_WARNINGS]]
+    extra = len(run.warnings) - MAX_WARNINGS
+    if extra > 0:
+        lines.append(f"! … and {plural(extra, 'more warning')} (--format json lists all)")
+    return lines
+
+
+def _tail_lines(selection: LayerSelection) -> list[str]:
+    """What is not listed row by row: findings beyond --top, healthy parameters."""
+    lines = []
+    if selection.hidden:
+        lines.append(f"… {plural(len(selection.hidden), 'more finding')} (--top N or --all)")
+    if selection.folded:
+        lines.append(f"ok: {plural(len(selection.folded), 'healthy parameter')} (--all lists them)")
+    return lines
+
+
+def _print_details(console: Console, layer: LayerResult) -> None:
+    """The evidence sentence and the hint of one finding, wrapped under the table."""
+    style = VERDICT_STYLES[layer.verdict]
+    evidence = Text.assemble((layer.name, style), ": ", layer.evidence or MISSING)
+    console.print(Padding(evidence, (0, 0, 0, 2)))
+    if layer.hint:
+        console.print(Padding(Text(f"hint: {layer.hint}", style="dim"), (0, 0, 0, 4)))
+
+
+def _flexible_widths(width: int, layers: tuple[LayerResult, ...]) -> tuple[int, int]:
+    """Widths of the parameter and trend columns: names first, trend between 16 and 24."""
+    fixed = VERDICT_WIDTH + STEP_WIDTH + NUMBER_WIDTH * len(KEY_NUMBERS) + (3 + len(KEY_NUMBERS))
+    available = max(width - fixed, MIN_NAME + MIN_TREND)
+    longest = max((len(layer.name) for layer in layers), default=MIN_NAME)
+    trend = min(MAX_TREND, max(16, available - longest))
+    trend = max(MIN_TREND, min(trend, available - MIN_NAME))
+    name = min(available - trend, max(longest, MIN_NAME))
+    return name, trend
+
+
+def rstrip_styled(line: str) -> str:
+    """``line`` without trailing spaces, even spaces inside a styled span (codes are kept)."""
+    match = TRAILING.search(line)
+    if match is None:
+        return line
+    return line[: match.start()] + "".join(ANSI_CODE.findall(match.group()))
+
+
+def shorten(name: str, width: int) -> str:
+    """``name`` cut in the middle to ``width`` characters: both ends of a path tell layers apart."""
+    if len(name) <= width:
+        return name
+    if width <= 1:
+        return name[:width]
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return f"{name[:head]}…{name[-tail:]}"

@@ -1,0 +1,91 @@
+"""What the human formats (table, Markdown) show of a run: which parameters, which numbers.
+
+Machine formats carry everything; a person triaging a run wants the worst parameters first,
+a handful of key numbers each, and healthy parameters folded into one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from gradcheck.model import VERDICTS, ClipInfo, LayerResult, RunReport
+from gradcheck.report.numbers import MISSING, format_number, format_ratio
+
+
+@dataclass(frozen=True)
+class KeyNumber:
+    """One statistic shown as a column: the first of ``keys`` present in ``LayerResult.stats``."""
+
+    label: str  # two short lines ("grad\nmedian") so that the table stays narrow
+    keys: tuple[str, ...]
+    render: Callable[[float | int | None], str] = format_number
+
+    def of(self, layer: LayerResult) -> str:
+        """The rendered value for ``layer``, ``–`` when none of the keys is present."""
+        for key in self.keys:
+            if key in layer.stats:
+                return self.render(layer.stats[key])
+        return MISSING
+
+
+KEY_NUMBERS: tuple[KeyNumber, ...] = (
+    KeyNumber("grad\nmedian", ("grad_norm_median",)),
+    KeyNumber("grad\nlast", ("grad_norm_last",)),
+    KeyNumber("ratio\nto max", ("grad_norm_ratio_to_max",), format_ratio),
+    KeyNumber("weight\nmoved", ("weight_relative_movement",)),
+)
+"""Gradient norm median and last, ratio to the run's largest, weight movement (see README)."""
+
+
+@dataclass(frozen=True)
+class LayerSelection:
+    """The parameters of a run split for display."""
+
+    listed: tuple[LayerResult, ...]  # one row each, worst first
+    hidden: tuple[LayerResult, ...]  # findings beyond --top (counted, not listed)
+    folded: tuple[LayerResult, ...]  # healthy parameters folded into one line
+
+
+def select_layers(run: RunReport, top: int | None, show_all: bool) -> LayerSelection:
+    """Findings worst first, at most ``top`` of them; with ``show_all`` every parameter."""
+    if show_all:
+        return LayerSelection(listed=tuple(run.layers), hidden=(), folded=())
+    findings = tuple(layer for layer in run.layers if layer.verdict != "ok")
+    healthy = tuple(layer for layer in run.layers if layer.verdict == "ok")
+    cut = len(findings) if top is None else max(top, 0)
+    return LayerSelection(listed=findings[:cut], hidden=findings[cut:], folded=healthy)
+
+
+def verdict_counts(run: RunReport) -> Mapping[str, int]:
+    """Parameters per verdict, from the layers (so a --layer filter is reflected)."""
+    counts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
+    for layer in run.layers:
+        counts[layer.verdict] += 1
+    return counts
+
+
+def counts_phrase(counts: Mapping[str, int]) -> str:
+    """``1 nan · 2 exploding · 5 ok``: only verdicts that occur, most severe first."""
+    parts = [f"{counts[v]} {v}" for v in VERDICTS if counts.get(v)]
+    return " · ".join(parts) if parts else "no parameters"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def clipping_phrase(clip: ClipInfo) -> str:
+    """One sentence on the run's global gradient norm, its clipping and a suggested clip norm."""
+    text = (
+        f"global gradient norm ({clip.source}): median {format_number(clip.median)}, "
+        f"p99 {format_number(clip.p99)}, max {format_number(clip.maximum)}"
+    )
+    if clip.clipped:
+        text += f"; looks clipped at {format_number(clip.ceiling)}"
+    if clip.suggested_clip_norm is not None:
+        text += f"; suggested clip norm {format_number(clip.suggested_clip_norm)}"
+        if clip.rule:
+            text += f" ({clip.rule})"
+    return text + "."

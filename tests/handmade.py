@@ -1,0 +1,217 @@
+"""Hand-built reports for the formatter and CLI tests: every verdict, warnings, clipping, NaN.
+
+The numbers are chosen to look like real runs (a gradient norm that rises by decades and turns
+NaN, a first layer five decades below the last) so that the golden files read like the tool's
+real output, but nothing here comes from the analysis: formatters are tested on their own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from gradcheck.model import ClipInfo, LayerResult, Report, RunReport, Verdict
+
+NAN = math.nan
+
+
+def layer(
+    name: str,
+    verdict: Verdict,
+    *,
+    severity: float = 0.0,
+    first_bad_step: int | None = None,
+    flags: tuple[Verdict, ...] | None = None,
+    stats: Mapping[str, float | int | None] | None = None,
+    trend: tuple[float, ...] = (),
+    evidence: str = "",
+    hint: str = "",
+    depth: int = 0,
+    weight_only: bool = False,
+) -> LayerResult:
+    """A LayerResult with the tag names of gradcheck's own logging helpers."""
+    return LayerResult(
+        name=name,
+        weight_tag=f"weights/{name}",
+        grad_tag=None if weight_only else f"gradients/{name}",
+        verdict=verdict,
+        flags=flags if flags is not None else (() if verdict == "ok" else (verdict,)),
+        severity=severity,
+        first_bad_step=first_bad_step,
+        evidence=evidence,
+        hint=hint,
+        depth=depth,
+        stats=dict(stats or {}),
+        trend=trend,
+        trend_of="gradient L2 norm",
+    )
+
+
+def rising_then_nan() -> tuple[float, ...]:
+    """A gradient norm rising a decade every 4 steps from 0.1, NaN for the last 8 steps."""
+    return tuple(0.1 * 10 ** (i / 4) for i in range(24)) + (NAN,) * 8
+
+
+def troubled_run() -> RunReport:
+    """One run with a finding of every kind, two healthy parameters, warnings and clipping."""
+    layers = (
+        layer(
+            "fc1.weight",
+            "nan",
+            severity=412.5,
+            first_bad_step=24,
+            flags=("nan", "exploding"),
+            stats={
+                "grad_norm_median": 3.16,
+                "grad_norm_last": None,
+                "grad_norm_ratio_to_max": 1.0,
+                "weight_relative_movement": 0.84,
+                "nonfinite_steps": 8,
+            },
+            trend=rising_then_nan(),
+            evidence="gradient norm is NaN from step 24 after rising 1.0e+05x above its "
+            "first-steps median 0.1 (threshold 100x).",
+            hint="Lower the learning rate or clip the global gradient norm.",
+        ),
+        layer(
+            "fc2.weight",
+            "exploding",
+            severity=210.0,
+            first_bad_step=12,
+            stats={
+                "grad_norm_median": 8.9,
+                "grad_norm_last": 1250.0,
+                "grad_norm_ratio_to_max": 0.62,
+                "weight_relative_movement": 0.51,
+            },
+            trend=tuple(1.0 * 10 ** (i / 8) for i in range(32)),
+            evidence="gradient norm rose 1.2e+03x above its first-steps median 1.0 by step 12 "
+            "(threshold 100x).",
+            hint="Learning rate too high for this layer; clip gradients or add normalisation.",
+            depth=1,
+        ),
+        layer(
+            "encoder.layers.0.self_attention.in_proj_weight",
+            "vanishing",
+            severity=55.0,
+            first_bad_step=0,
+            stats={
+                "grad_norm_median": 2.4e-8,
+                "grad_norm_last": 1.1e-8,
+                "grad_norm_ratio_to_max": 2.7e-9,
+                "weight_relative_movement": 3.0e-6,
+            },
+            trend=tuple(2.4e-8 * 0.97**i for i in range(32)),
+            evidence="median gradient norm 2.4e-08 is 2.7e-09 of the run's largest "
+            "(threshold 1e-04).",
+            hint="Saturating activations deep in the stack; try ReLU, better initialisation "
+            "or residual connections.",
+            depth=2,
+        ),
+        layer(
+            "bn1.weight",
+            "static",
+            severity=12.0,
+            stats={"grad_norm_median": 0.0, "grad_norm_last": 0.0, "weight_relative_movement": 0.0},
+            trend=(0.0,) * 32,
+            evidence="weights bit-identical over 32 steps while the run's other weights moved "
+            "a median 0.51 (frozen on purpose?).",
+            hint="A frozen layer, or BatchNorm gamma/beta left out of the optimizer.",
+            depth=3,
+        ),
+        layer(
+            "fc3.bias|odd",
+            "ok",
+            stats={
+                "grad_norm_median": 0.51,
+                "grad_norm_last": 0.47,
+                "grad_norm_ratio_to_max": 0.057,
+                "weight_relative_movement": 0.12,
+            },
+            trend=(0.5, 0.52, 0.49, 0.47),
+            depth=4,
+        ),
+        layer(
+            "fc3.weight",
+            "ok",
+            stats={
+                "grad_norm_median": 2.2,
+                "grad_norm_last": 2.0,
+                "grad_norm_ratio_to_max": 0.25,
+                "weight_relative_movement": 0.09,
+            },
+            trend=(2.1, 2.3, 2.2, 2.0),
+            depth=5,
+        ),
+    )
+    return RunReport(
+        run="runs/troubled",
+        files=(
+            "events.out.tfevents.1700000000.host.1.0",
+            "events.out.tfevents.1700000900.host.1.0",
+        ),
+        steps=(0, 31),
+        writers=("pytorch/tensorboardX (HistogramProto)",),
+        warnings=(
+            "events.out.tfevents.1700000900.host.1.0: incomplete final record at byte 40960 "
+            "(training still running?): 87 bytes not read",
+        ),
+        layers=layers,
+        clipping=ClipInfo(
+            source="scalar gradient_norm/global",
+            steps=(0, 31),
+            median=3.4,
+            p99=1.9e5,
+            maximum=math.inf,
+            clipped=False,
+            ceiling=None,
+            suggested_clip_norm=5.0,
+            rule="1.5x the median of the first half",
+            trend=(1.0, 2.0, math.inf),
+        ),
+        counts={"nan": 1, "exploding": 1, "vanishing": 1, "static": 1, "ok": 2},
+    )
+
+
+def healthy_run() -> RunReport:
+    """A Keras weights-only run where every parameter is fine."""
+    layers = (
+        layer(
+            "dense/kernel",
+            "ok",
+            stats={"weight_norm_median": 4.1, "weight_relative_movement": 0.21},
+            trend=(4.0, 4.1, 4.2),
+            weight_only=True,
+        ),
+        layer(
+            "dense/bias",
+            "ok",
+            stats={"weight_norm_median": 0.3, "weight_relative_movement": None},
+            trend=(0.0, 0.2, 0.3),
+            weight_only=True,
+            depth=1,
+        ),
+    )
+    return RunReport(
+        run="runs/healthy",
+        files=("events.out.tfevents.1700000000.host.2.0.v2",),
+        steps=(0, 2),
+        writers=("tensorflow (TF2 summary ops)",),
+        warnings=(),
+        layers=layers,
+        counts={"ok": 2},
+    )
+
+
+def sample_report() -> Report:
+    """Two runs, one in trouble and one healthy, and a report-level warning."""
+    return Report(
+        version="0.1.0",
+        runs=(troubled_run(), healthy_run()),
+        warnings=("runs/empty: no histogram or scalar could be read",),
+    )
+
+
+def clean_report() -> Report:
+    """Only the healthy run."""
+    return Report(version="0.1.0", runs=(healthy_run(),))

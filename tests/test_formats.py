@@ -1,0 +1,273 @@
+"""Formatters on hand-built reports: golden files, the 80-column limit, the JSON contract.
+
+Regenerate the golden files after an intended change with
+``GRADCHECK_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_formats.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gradcheck import cli
+from gradcheck.report import FORMATS, Env, FormatOptions, formatter_for
+from gradcheck.report.csv import CsvFormatter
+from gradcheck.report.json_format import SCHEMA_VERSION, JsonFormatter
+from gradcheck.report.markdown import MarkdownFormatter
+from gradcheck.report.numbers import format_number, format_ratio, format_steps
+from gradcheck.report.sparkline import BLOCKS, resample, sparkline
+from gradcheck.report.table import TableFormatter, shorten
+from gradcheck.report.view import select_layers
+from tests.handmade import clean_report, healthy_run, layer, sample_report, troubled_run
+
+GOLDEN = Path(__file__).parent / "golden"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def check_golden(name: str, text: str) -> None:
+    """Compare ``text`` with ``tests/golden/<name>`` (rewrite it when asked to)."""
+    path = GOLDEN / name
+    if os.environ.get("GRADCHECK_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8")
+
+
+# --- the registry -----------------------------------------------------------------------------
+
+
+def test_every_format_choice_has_a_formatter() -> None:
+    analyze_format = next(p for p in cli.analyze.params if p.name == "format_name")
+    choices = set(analyze_format.type.choices)  # type: ignore[attr-defined]
+    assert choices == set(FORMATS) == set(cli.FORMAT_CHOICES)
+    for name in choices:
+        text = formatter_for(name).format(sample_report())
+        assert text.endswith("\n") and "fc1.weight" in text
+
+
+# --- golden files -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "formatter"),
+    [
+        ("report.table.txt", TableFormatter(FormatOptions(env=Env(width=80)))),
+        ("report.all.table.txt", TableFormatter(FormatOptions(env=Env(width=80), show_all=True))),
+        ("report.top2.table.txt", TableFormatter(FormatOptions(env=Env(width=80), top=2))),
+        ("report.wide.table.txt", TableFormatter(FormatOptions(env=Env(width=120)))),
+        ("report.json", JsonFormatter()),
+        ("report.md", MarkdownFormatter()),
+        ("report.csv", CsvFormatter()),
+    ],
+)
+def test_golden(name: str, formatter: object) -> None:
+    check_golden(name, formatter.format(sample_report()))  # type: ignore[attr-defined]
+
+
+def test_golden_colour_table_on_a_terminal() -> None:
+    env = Env(stdout_isatty=True, width=80)
+    text = TableFormatter(FormatOptions(env=env)).format(sample_report())
+    check_golden("report.color.table.txt", text)
+    assert "\x1b[1;31mnan" in text  # bold red NaN verdict
+    assert ANSI.sub("", text) == TableFormatter(FormatOptions(env=Env(width=80))).format(
+        sample_report()
+    )
+
+
+# --- table ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [60, 80, 100])
+@pytest.mark.parametrize("show_all", [False, True])
+def test_table_fits_the_width(width: int, show_all: bool) -> None:
+    options = FormatOptions(env=Env(width=width), show_all=show_all)
+    lines = TableFormatter(options).format(sample_report()).splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert len(lines) > 10
+
+
+def test_table_honours_no_color_on_a_terminal() -> None:
+    env = Env(stdout_isatty=True, no_color=True, width=80)
+    assert not env.color
+    assert not ANSI.search(TableFormatter(FormatOptions(env=env)).format(sample_report()))
+
+
+def test_table_folds_healthy_parameters_and_lists_them_with_all() -> None:
+    folded = TableFormatter(FormatOptions()).format(sample_report())
+    assert "ok: 2 healthy parameters (--all lists them)" in folded
+    assert "fc3.weight" not in folded
+    unfolded = TableFormatter(FormatOptions(show_all=True)).format(sample_report())
+    assert "fc3.weight" in unfolded and "--all lists them" not in unfolded
+
+
+def test_table_rows_are_worst_first_with_key_numbers_and_sparkline() -> None:
+    lines = TableFormatter(FormatOptions()).format(sample_report()).splitlines()
+    rows = [line for line in lines if re.match(r"(nan|exploding|vanishing|static|ok) ", line)]
+    assert [row.split()[0] for row in rows] == ["nan", "exploding", "vanishing", "static"]
+    nan_row = rows[0].split()
+    assert nan_row[1:7] == ["fc1.weight", "24", "3.16", "–", "1", "0.84"]
+    assert nan_row[7].endswith("█!!!!") and nan_row[7][0] == BLOCKS[0]  # 32 steps in 16
+    assert rows[3].split()[-1] == "·" * 16  # a gradient that is exactly zero
+
+
+def test_table_top_counts_what_it_does_not_list() -> None:
+    text = TableFormatter(FormatOptions(top=1)).format(sample_report())
+    assert "… 3 more findings (--top N or --all)" in text
+    assert "fc2.weight" not in text
+
+
+def test_shorten_keeps_both_ends() -> None:
+    assert shorten("encoder.layers.0.self_attention.in_proj_weight", 15) == "encoder…_weight"
+    assert shorten("fc1.weight", 15) == "fc1.weight"
+    assert len(shorten("x" * 100, 16)) == 16
+
+
+# --- JSON -------------------------------------------------------------------------------------
+
+
+def strict_json(text: str) -> dict:
+    """Parse ``text`` refusing NaN/Infinity, which strict JSON parsers (jq, JS) reject."""
+
+    def refuse(token: str) -> None:
+        raise AssertionError(f"non-standard JSON constant {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_follows_the_schema() -> None:
+    document = strict_json(JsonFormatter().format(sample_report()))
+    assert document["schema"] == SCHEMA_VERSION == 1
+    assert document["gradcheck"] == "0.1.0"
+    assert document["warnings"] == ["runs/empty: no histogram or scalar could be read"]
+    troubled, healthy = document["runs"]
+    assert troubled["run"] == "runs/troubled" and troubled["steps"] == [0, 31]
+    assert len(troubled["files"]) == 2 and troubled["warnings"][0].startswith("events.out")
+    names = [entry["name"] for entry in troubled["layers"]]
+    assert len(names) == 6 and "fc3.weight" in names  # healthy parameters included
+    severities = [entry["severity"] for entry in troubled["layers"]]
+    assert severities == sorted(severities, reverse=True)
+    first = troubled["layers"][0]
+    assert set(first) >= {
+        "name",
+        "weight_tag",
+        "grad_tag",
+        "verdict",
+        "flags",
+        "severity",
+        "first_bad_step",
+        "evidence",
+        "stats",
+    }
+    assert first["flags"] == ["nan", "exploding"] and first["first_bad_step"] == 24
+    assert first["stats"]["grad_norm_last"] is None
+    assert first["trend"][-1] is None and first["trend"][0] == pytest.approx(0.1)
+    assert troubled["clipping"]["max"] is None and troubled["clipping"]["suggested_clip_norm"] == 5
+    assert healthy["layers"][0]["grad_tag"] is None
+    assert troubled["counts"] == {"nan": 1, "exploding": 1, "vanishing": 1, "static": 1, "ok": 2}
+
+
+def test_json_sorts_layers_by_severity_even_if_the_report_does_not() -> None:
+    run = troubled_run()
+    shuffled = replace(run, layers=tuple(reversed(run.layers)))
+    document = strict_json(JsonFormatter().format(replace(sample_report(), runs=(shuffled,))))
+    assert [entry["verdict"] for entry in document["runs"][0]["layers"]][:2] == ["nan", "exploding"]
+
+
+def test_json_turns_numpy_numbers_into_plain_ones() -> None:
+    np = pytest.importorskip("numpy")
+    odd = layer(
+        "w",
+        "ok",
+        stats={"count": np.int64(7), "mean": np.float32(0.5), "bad": np.float64("nan")},
+        trend=(np.float32(1.5),),
+    )
+    run = replace(healthy_run(), layers=(odd,))
+    stats = strict_json(JsonFormatter().format(replace(clean_report(), runs=(run,))))["runs"][0][
+        "layers"
+    ][0]["stats"]
+    assert stats == {"count": 7, "mean": 0.5, "bad": None}
+
+
+# --- CSV and Markdown -------------------------------------------------------------------------
+
+
+def test_csv_is_one_row_per_run_and_parameter_for_pandas() -> None:
+    frame = pd.read_csv(io.StringIO(CsvFormatter().format(sample_report())))
+    assert len(frame) == 8
+    assert list(frame.columns[:4]) == ["run", "name", "verdict", "flags"]
+    assert {"grad_norm_median", "weight_norm_median", "nonfinite_steps"} <= set(frame.columns)
+    nan_row = frame[frame["name"] == "fc1.weight"].iloc[0]
+    assert nan_row["flags"] == "nan;exploding" and nan_row["first_bad_step"] == 24
+    assert math.isnan(nan_row["grad_norm_last"])
+    vanishing = frame[frame["verdict"] == "vanishing"].iloc[0]
+    assert vanishing["grad_norm_median"] == pytest.approx(2.4e-8)
+    assert frame[frame["run"] == "runs/healthy"]["grad_tag"].isna().all()
+
+
+def test_csv_quotes_cells_that_hold_commas() -> None:
+    rows = list(csv.reader(io.StringIO(CsvFormatter().format(sample_report()))))
+    assert len({len(row) for row in rows}) == 1
+    hint = rows[0].index("hint")
+    assert rows[3][hint].startswith("Saturating activations deep in the stack; try ReLU,")
+
+
+def test_markdown_has_a_summary_and_a_table_per_run() -> None:
+    text = MarkdownFormatter().format(sample_report())
+    assert text.startswith("## gradcheck 0.1.0: 2 runs, 4 findings (1 nan")
+    assert "### `runs/troubled`" in text and "### `runs/healthy`" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert len(rows) == 2 + 4  # header, alignment, four findings
+    assert all(row.count(" | ") == rows[0].count(" | ") for row in rows)
+    assert "`fc3.bias\\|odd`" in text  # a pipe in a name does not split the cell
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def test_sparkline_is_log_scaled_and_marks_nan_and_zero() -> None:
+    assert sparkline([1e-6, 1e-3, 1.0], 10) == BLOCKS[0] + BLOCKS[4] + BLOCKS[-1]
+    assert sparkline([1.0, math.nan, 0.0, math.inf], 10) == BLOCKS[0] + "!·!"
+    assert sparkline([], 10) == "" and sparkline([1.0], 0) == ""
+    assert sparkline([3.0] * 5, 10) == BLOCKS[0] * 5
+
+
+def test_resample_keeps_spikes_and_nan() -> None:
+    values = [1.0] * 100
+    values[37] = 1e6
+    values[90] = math.nan
+    points = resample(values, 10)
+    assert len(points) == 10 and points[3] == 1e6 and math.isnan(points[9])
+    assert points.count(1.0) == 8
+
+
+def test_number_formats() -> None:
+    assert [format_number(v) for v in (None, math.nan, -math.inf, 0, 0.0, 3.14159)] == [
+        "–",
+        "nan",
+        "-inf",
+        "0",
+        "0",
+        "3.14",
+    ]
+    assert format_number(2.4e-8) == "2.4e-08" and format_number(123456.0) == "1.2e+05"
+    assert format_ratio(2.7e-9) == "3e-09" and format_ratio(0.25) == "0.25"
+    assert format_steps((0, 31)) == "0–31" and format_steps((5, 5)) == "5"
+    assert format_steps(None) == "–"
+
+
+def test_select_layers_top_all_and_fold() -> None:
+    run = troubled_run()
+    picked = select_layers(run, top=2, show_all=False)
+    assert [x.name for x in picked.listed] == ["fc1.weight", "fc2.weight"]
+    assert len(picked.hidden) == 2 and len(picked.folded) == 2
+    everything = select_layers(run, top=2, show_all=True)
+    assert len(everything.listed) == 6 and not everything.hidden and not everything.folded
