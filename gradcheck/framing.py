@@ -19,7 +19,7 @@ import struct
 import warnings
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 import google_crc32c
 
@@ -169,7 +169,8 @@ def _resync(window: _Window, start: int) -> Generator[FrameDamage, None, int]:
 
     Yields one ``bad_length_crc`` damage for the skipped bytes and returns the window index of
     the next good record, or -1 when none is left. A candidate must pass both CRCs, so random
-    bytes cannot become a false record (odds about 2**-64 per offset).
+    bytes cannot become a false record (odds about 2**-64 per offset); a verified header that
+    the end of the file cuts off is also accepted, to be reported as an incomplete tail.
     """
     damage_offset = window.base + start
     pos = start + 1
@@ -184,7 +185,7 @@ def _resync(window: _Window, start: int) -> Generator[FrameDamage, None, int]:
                 "length CRC mismatch and no verifiable record after it: rest of the file lost",
             )
             return -1
-        if _record_verifies(window, pos):
+        if _record_check(window, pos) != "bad":  # good, or a verified header cut off by EOF
             pos = window.fill(pos, 0)
             yield FrameDamage(
                 damage_offset,
@@ -219,24 +220,25 @@ def _find_candidate(window: _Window, pos: int) -> int:
             return -1
 
 
-def _record_verifies(window: _Window, pos: int) -> bool:
-    """True when the record at window index ``pos`` is complete and both its CRCs verify.
+def _record_check(window: _Window, pos: int) -> Literal["good", "tail", "bad"]:
+    """Whether the record at window index ``pos`` verifies (both CRCs), is a verified header
+    cut off by the end of the file (``tail``), or is not a record (``bad``).
 
     May refill the window; index ``pos`` stays valid because the window keeps its start.
     """
     data = window.data
     length, length_crc = _HEADER.unpack_from(data, pos)
     if masked_crc32c(data[pos : pos + 8]) != length_crc:
-        return False
+        return "bad"
     end = pos + HEADER_SIZE + length + FOOTER_SIZE
     if end > len(data):
-        missing = end - len(data)
-        window.data = data + _read_exactly(window, missing)
+        window.data = data + _read_exactly(window, end - len(data))
         data = window.data
         if end > len(data):
-            return False
+            return "tail"
     payload = data[pos + HEADER_SIZE : end - FOOTER_SIZE]
-    return masked_crc32c(payload) == _FOOTER.unpack_from(data, end - FOOTER_SIZE)[0]
+    verifies = masked_crc32c(payload) == _FOOTER.unpack_from(data, end - FOOTER_SIZE)[0]
+    return "good" if verifies else "bad"
 
 
 def _read_exactly(window: _Window, size: int) -> bytes:

@@ -136,3 +136,14 @@ def test_implausible_length_with_valid_crc_is_resynced_not_allocated() -> None:
     items = frames_of(header + data)
     assert good(items) == PAYLOADS
     assert [(d.kind, d.lost_bytes) for d in damages(items)] == [("bad_length_crc", 12)]
+
+
+def test_bad_length_followed_by_a_truncated_record_reports_both() -> None:
+    data = frame(PAYLOADS)
+    offsets = record_offsets(PAYLOADS)
+    items = frames_of(flip(data, offsets[2] + 1)[:-2], chunk_size=32)
+    assert good(items) == PAYLOADS[:2] + PAYLOADS[3:4]
+    assert [(d.kind, d.offset, d.lost_bytes) for d in damages(items)] == [
+        ("bad_length_crc", offsets[2], offsets[3] - offsets[2]),
+        ("incomplete_tail", offsets[4], len(data) - 2 - offsets[4]),
+    ]

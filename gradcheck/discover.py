@@ -1,0 +1,66 @@
+"""Find runs and their event files under the paths a user gives.
+
+A run is a directory that directly holds event files (TensorBoard's convention); directories
+are searched recursively. An event file is any file whose name contains ``tfevents``: real
+names include ``events.out.tfevents.<time>.<host>.<pid>.<n>.v2``, ``events.out.tfevents.resnet``,
+``...profile-empty`` and ``2gpu_big%2Fevents.out.tfevents...``, so no stricter glob is used. A
+file given explicitly is read whatever its name. Files of a run are sorted by name, which is
+TensorBoard's order (the timestamp in the name sorts them).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from gradcheck.errors import InputError
+from gradcheck.model import Run
+
+EVENT_FILE_MARKER = "tfevents"
+
+
+def is_event_file_name(name: str) -> bool:
+    """True when a file name marks a TensorBoard event file."""
+    return EVENT_FILE_MARKER in name
+
+
+def discover(paths: Sequence[str]) -> list[Run]:
+    """The runs under ``paths`` (files or directories), in the order the paths were given.
+
+    Raises ``InputError`` for a path that does not exist, and when no event file is found.
+    """
+    if isinstance(paths, str):
+        paths = [paths]
+    files_by_run: dict[str, set[str]] = {}
+    for path in paths:
+        for run, files in _runs_under(path):
+            files_by_run.setdefault(run, set()).update(files)
+    if not files_by_run:
+        shown = ", ".join(repr(path) for path in paths) or "(no path given)"
+        raise InputError(
+            f"no event file found in {shown}: looked for files whose name contains "
+            f"{EVENT_FILE_MARKER!r} (e.g. events.out.tfevents.*), searching directories "
+            "recursively. Point gradcheck at a TensorBoard log directory."
+        )
+    return [Run(path=run, files=tuple(sorted(files))) for run, files in files_by_run.items()]
+
+
+def _runs_under(path: str) -> list[tuple[str, list[str]]]:
+    """``(run directory, event files)`` pairs for one user-given path."""
+    if os.path.isfile(path):
+        return [(os.path.dirname(os.path.normpath(path)) or ".", [os.path.normpath(path)])]
+    if not os.path.isdir(path):
+        raise InputError(f"{path!r} does not exist: give an event file or a log directory.")
+    runs = []
+    for directory, subdirectories, names in os.walk(os.path.normpath(path), onerror=_raise):
+        subdirectories.sort()
+        events = sorted(name for name in names if is_event_file_name(name))
+        files = [os.path.join(directory, name) for name in events]
+        files = [file for file in files if os.path.isfile(file)]
+        if files:
+            runs.append((directory, files))
+    return runs
+
+
+def _raise(error: OSError) -> None:
+    raise InputError(f"cannot list {error.filename!r}: {error.strerror}.")
