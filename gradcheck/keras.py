@@ -1,0 +1,324 @@
+"""Log weights and gradients from Keras 3 / TensorFlow 2 in the tags gradcheck pairs by itself.
+
+Keras removed ``write_grads``, so ``TensorBoard(histogram_freq=1)`` logs weights only. Two ways
+to log gradients too, both writing the tags of :mod:`gradcheck.logtags` (histograms, exact
+float64 L2 norms, non-finite counts, the global gradient norm):
+
+- :class:`GradientLogger`: a callback for ``model.fit``. Every ``every_n_steps`` optimizer steps
+  (and/or at each epoch end) it computes the gradients of the compiled loss on a batch you give
+  it (``data=``), with ``tf.GradientTape`` and ``training=True``, and logs them with the weights.
+  These are the gradients at that step on that batch, not those of the batch the optimizer just
+  applied (Keras does not hand them to callbacks). The model's state is left untouched:
+  BatchNorm moving statistics, dropout seeds and metric accumulators are restored afterwards,
+  so a ``fit`` with the callback trains exactly as one without it.
+- :func:`log_step`: for custom training loops, given a writer, the variables, their gradients and
+  the step (the pattern written by hand today, done once, correctly).
+
+Overhead: measured by ``bench/callback_overhead.py``.
+
+Needs TensorFlow (``pip install 'gradcheck[keras]'``); this is the only gradcheck module that
+imports it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from gradcheck import logtags
+from gradcheck._optional import require
+from gradcheck.errors import InputError
+
+tf = require("tensorflow", extra="keras", helper="gradcheck.keras")
+keras = tf.keras  # Keras 3 on TF >= 2.16; tf_keras when TF_USE_LEGACY_KERAS=1
+
+__all__ = ["GradientLogger", "GradientSummary", "log_step", "variable_path"]
+
+
+class GradientSummary(NamedTuple):
+    """The model-wide numbers :func:`log_step` logged (tensors; symbolic inside tf.function)."""
+
+    global_norm: Any  # float64 scalar tensor: L2 norm of all gradients together
+    nonfinite: Any  # int64 scalar tensor: NaN/Inf elements in all gradients
+
+
+@dataclass(frozen=True)
+class _Tags:
+    histogram: str
+    norm: str
+    nonfinite: str
+
+
+_WEIGHT_TAGS = _Tags(logtags.WEIGHTS, logtags.WEIGHT_NORM, logtags.WEIGHT_NONFINITE)
+_GRADIENT_TAGS = _Tags(logtags.GRADIENTS, logtags.GRADIENT_NORM, logtags.GRADIENT_NONFINITE)
+
+
+def variable_path(variable: Any) -> str:
+    """The ``<param>`` of a variable's tags: Keras 3 ``path``, else ``name`` without ``:0``."""
+    path = getattr(variable, "path", None)
+    if isinstance(path, str) and path:
+        return path
+    name = str(variable.name)
+    base, colon, index = name.rpartition(":")
+    return base if colon and index.isdigit() else name
+
+
+def log_step(
+    writer: Any | None,
+    variables: Sequence[Any],
+    gradients: Sequence[Any | None],
+    step: int | Any,
+    *,
+    histograms: bool = True,
+    names: Sequence[str] | None = None,
+) -> GradientSummary:
+    """Log weights and gradients of one step with ``tf.summary``, in gradcheck's tags.
+
+    ``writer``: a ``tf.summary`` writer, or ``None`` for the default writer set by
+    ``writer.as_default()`` (like ``tf.summary`` ops, nothing is written without one, and
+    ``tf.summary.record_if`` applies). ``gradients[i]`` belongs to ``variables[i]`` (the lists
+    ``tape.gradient`` takes and returns); a ``None`` gradient (variable not connected to the
+    loss) logs the weight only; ``IndexedSlices`` are densified. ``names`` override
+    :func:`variable_path`. Call it before ``optimizer.apply_gradients`` so weights and gradients
+    describe the same point. Works eagerly and inside ``tf.function`` (names are read while
+    tracing). Returns the global gradient norm and non-finite count.
+    """
+    variables, gradients = list(variables), list(gradients)
+    names = [variable_path(v) for v in variables] if names is None else list(names)
+    if not len(variables) == len(gradients) == len(names):
+        raise InputError(
+            f"log_step needs one gradient and one name per variable: got {len(variables)} "
+            f"variables, {len(gradients)} gradients, {len(names)} names"
+        )
+    squared_norms, nonfinite_counts = [], []
+    with writer.as_default() if writer is not None else nullcontext():
+        for name, variable, gradient in zip(names, variables, gradients, strict=True):
+            if not _is_float(variable):
+                continue
+            _log_tensor(_WEIGHT_TAGS, name, variable, step, histograms)
+            if gradient is not None:
+                squared, count = _log_tensor(_GRADIENT_TAGS, name, gradient, step, histograms)
+                squared_norms.append(squared)
+                nonfinite_counts.append(count)
+        return _log_global(squared_norms, nonfinite_counts, step)
+
+
+def _is_float(variable: Any) -> bool:
+    return bool(tf.as_dtype(variable.dtype).is_floating)
+
+
+def _log_tensor(
+    tags: _Tags, name: str, tensor: Any, step: int | Any, histograms: bool
+) -> tuple[Any, Any]:
+    """Log one tensor's histogram, exact norm and non-finite count; return (norm², count)."""
+    values = tf.cast(tf.convert_to_tensor(tensor), tf.float64)
+    squared_norm = tf.reduce_sum(tf.square(values))
+    nonfinite = tf.math.count_nonzero(~tf.math.is_finite(values), dtype=tf.int64)
+    if histograms:
+        tf.summary.histogram(logtags.tag(tags.histogram, name), values, step=step)
+    tf.summary.scalar(logtags.tag(tags.norm, name), tf.sqrt(squared_norm), step=step)
+    tf.summary.scalar(logtags.tag(tags.nonfinite, name), nonfinite, step=step)
+    return squared_norm, nonfinite
+
+
+def _log_global(squared_norms: list[Any], counts: list[Any], step: int | Any) -> GradientSummary:
+    """Log the global gradient norm (NaN if any gradient has a NaN) and non-finite count."""
+    if not squared_norms:
+        return GradientSummary(tf.constant(0.0, tf.float64), tf.constant(0, tf.int64))
+    global_norm = tf.sqrt(tf.add_n(squared_norms))
+    nonfinite = tf.add_n(counts)
+    tf.summary.scalar(logtags.GLOBAL_GRADIENT_NORM, global_norm, step=step)
+    tf.summary.scalar(logtags.GLOBAL_GRADIENT_NONFINITE, nonfinite, step=step)
+    return GradientSummary(global_norm, nonfinite)
+
+
+Batch = tuple[Any, Any, Any]  # (x, y, sample_weight)
+
+
+class _BatchSource:
+    """Batches to compute gradients on: a fixed ``(x, y[, sample_weight])`` or a stream."""
+
+    def __init__(self, data: Any, resample: bool) -> None:
+        self._fixed: Batch | None = None
+        self._stream: Iterator[Any] | None = None
+        self._resample = resample
+        if isinstance(data, tuple):
+            self._fixed = _unpack(data)
+        elif isinstance(data, tf.data.Dataset):
+            self._stream = iter(data.repeat())
+        elif isinstance(data, Iterable) and not isinstance(data, (str, bytes, list, dict)):
+            self._stream = iter(data)
+        else:
+            raise InputError(
+                "GradientLogger data must be a batch (x, y) or (x, y, sample_weight), a batched "
+                f"tf.data.Dataset, or an iterator of such batches; got {type(data).__name__}"
+            )
+
+    def next(self) -> Batch:
+        """The batch for this logging step: the first one again, unless ``resample``."""
+        if self._fixed is None or (self._resample and self._stream is not None):
+            self._fixed = self._draw()
+        return self._fixed
+
+    def _draw(self) -> Batch:
+        assert self._stream is not None
+        try:
+            return _unpack(next(self._stream))
+        except StopIteration:
+            raise InputError("GradientLogger data ran out of batches") from None
+
+
+def _unpack(data: Any) -> Batch:
+    if not isinstance(data, tuple) or not 2 <= len(data) <= 3:
+        raise InputError(
+            "GradientLogger needs labelled batches: (x, y) or (x, y, sample_weight), got "
+            f"{type(data).__name__}"
+            + (f" of length {len(data)}" if isinstance(data, tuple) else "")
+        )
+    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+    return x, y, sample_weight
+
+
+class GradientLogger(keras.callbacks.Callback):
+    """A ``model.fit`` callback logging weights and gradients every N steps, in gradcheck's tags.
+
+    ``data``: the batch to take gradients on: ``(x, y)`` or ``(x, y, sample_weight)`` arrays (a
+    few hundred rows of your training data), a batched ``tf.data.Dataset`` or an iterator of
+    batches (the first batch is kept, so that numbers at different steps are comparable; pass
+    ``resample=True`` to draw a new batch at each logging step). The loss is the compiled one
+    (``model.compute_loss``, regularisation included) unless ``loss_fn(y_true, y_pred)`` is
+    given. Steps are optimizer iterations: the state before training is logged at step 0, then
+    every ``every_n_steps`` steps and, with ``per_epoch=True``, at each epoch end.
+    ``frozen_weights=True`` also logs the weights of non-trainable variables (frozen layers,
+    BatchNorm moving statistics), so that gradcheck can tell they never move.
+
+    Write to ``log_dir`` (a new ``tf.summary`` file writer) or an existing ``writer``.
+    """
+
+    def __init__(
+        self,
+        log_dir: str | None = None,
+        data: Any = None,
+        *,
+        every_n_steps: int | None = 100,
+        per_epoch: bool = False,
+        histograms: bool = True,
+        resample: bool = False,
+        loss_fn: Callable[[Any, Any], Any] | None = None,
+        frozen_weights: bool = False,
+        writer: Any | None = None,
+    ) -> None:
+        super().__init__()
+        _check_options(log_dir, writer, data, every_n_steps, per_epoch)
+        self.log_dir = log_dir
+        self.every_n_steps = every_n_steps
+        self.per_epoch = per_epoch
+        self.histograms = histograms
+        self.loss_fn = loss_fn
+        self.frozen_weights = frozen_weights
+        self.seconds_logging = 0.0  # time spent in this callback, for overhead measurements
+        self._batches = _BatchSource(data, resample)
+        self._writer = writer
+        self._last_step: int | None = None
+
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        self._log_unless_logged(self._step())
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.every_n_steps is None:
+            return
+        step = self._step()
+        if self._last_step is None or step // self.every_n_steps > (
+            self._last_step // self.every_n_steps
+        ):
+            self._log(step)
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.per_epoch:
+            self._log_unless_logged(self._step())
+
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the writer this callback created (not one it was given)."""
+        if self._writer is not None and self.log_dir is not None:
+            self._writer.close()
+            self._writer = None
+
+    def _step(self) -> int:
+        return int(self.model.optimizer.iterations.numpy())
+
+    def _log_unless_logged(self, step: int) -> None:
+        if step != self._last_step:
+            self._log(step)
+
+    def _log(self, step: int) -> None:
+        started = time.perf_counter()
+        if self._writer is None:
+            self._writer = tf.summary.create_file_writer(self.log_dir)
+        variables = list(self.model.trainable_variables)
+        gradients = self._gradients(variables, *self._batches.next())
+        log_step(self._writer, variables, gradients, step, histograms=self.histograms)
+        if self.frozen_weights:
+            frozen = list(self.model.non_trainable_variables)
+            log_step(self._writer, frozen, [None] * len(frozen), step, histograms=self.histograms)
+        self._last_step = step
+        self.seconds_logging += time.perf_counter() - started
+
+    def _gradients(self, variables: list[Any], x: Any, y: Any, sample_weight: Any) -> list[Any]:
+        """Gradients of the loss on one batch, leaving every model variable as it was."""
+        saved = _snapshot(self.model)
+        try:
+            with tf.GradientTape() as tape:
+                y_pred = self.model(x, training=True)
+                loss = self._loss(x, y, y_pred, sample_weight)
+            return list(tape.gradient(loss, variables))
+        finally:
+            _restore(saved)
+
+    def _loss(self, x: Any, y: Any, y_pred: Any, sample_weight: Any) -> Any:
+        if self.loss_fn is not None:
+            return tf.reduce_mean(self.loss_fn(y, y_pred))
+        try:
+            return self.model.compute_loss(
+                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+            )
+        except ValueError as error:
+            raise InputError(
+                f"GradientLogger could not compute the model's loss ({error}); "
+                "compile the model with a loss or pass loss_fn=(y_true, y_pred) -> loss"
+            ) from error
+
+
+def _check_options(
+    log_dir: str | None, writer: Any, data: Any, every_n_steps: int | None, per_epoch: bool
+) -> None:
+    if (log_dir is None) == (writer is None):
+        raise InputError("GradientLogger needs exactly one of log_dir= or writer=")
+    if data is None:
+        raise InputError(
+            "GradientLogger needs data=(x, y): a batch of training data to take gradients on "
+            "(Keras does not pass gradients to callbacks)"
+        )
+    if every_n_steps is not None and (not isinstance(every_n_steps, int) or every_n_steps < 1):
+        raise InputError(f"every_n_steps must be a positive integer or None, got {every_n_steps!r}")
+    if every_n_steps is None and not per_epoch:
+        raise InputError("GradientLogger would never log: set every_n_steps or per_epoch=True")
+
+
+def _snapshot(model: Any) -> list[tuple[Any, Any]]:
+    """Copies of the variables a forward pass may change (BatchNorm statistics, RNG seeds,
+    metric accumulators), so that logging does not perturb training."""
+    variables = list(model.non_trainable_variables) + list(getattr(model, "metrics_variables", []))
+    unique = {id(v): v for v in variables}.values()
+    return [(v, tf.identity(v)) for v in unique]
+
+
+def _restore(saved: list[tuple[Any, Any]]) -> None:
+    for variable, value in saved:
+        variable.assign(value)
