@@ -1,0 +1,335 @@
+"""Statistics of histograms: buckets (and the proto's exact fields) -> per-step numbers.
+
+Pure functions. :func:`histogram_stats_batch` computes every statistic for a batch of
+histograms at once (the reducer's hot path); :func:`histogram_stats` is the one-histogram
+front door.
+
+How each number is obtained:
+
+- ``count``: the proto's ``num`` when present (it counts non-finite elements too), else the
+  bucket total.
+- ``mean``, ``std``, ``l2_norm``: exact from ``sum``/``sum_squares``/``num`` when the log has
+  them (``HistogramProto`` from PyTorch, tensorboardX, TF1). From buckets alone (TF2 ``[k, 3]``
+  tensors) values are taken as uniform within each bucket; ``l2_norm`` is then an estimate and
+  ``l2_error_bound`` is a *relative* bound that holds whatever the values inside the buckets
+  are: ``sum_squares`` lies between ``sum(count * min(x^2 over bucket))`` and
+  ``sum(count * max(x^2 over bucket))``.
+- percentiles: linear interpolation inside the bucket holding the rank, edges clipped to
+  ``[min, max]`` (PyTorch's outer bucket limits reach ``1.8e308``).
+- ``nonfinite_share``: share of NaN/Inf elements; ``0.0`` when there are none, ``NaN`` when
+  the log shows non-finite values (NaN edges, NaN ``min``/``max``/``sum``) but not how many.
+- ``zero_share``: share of the bucket holding 0 (``lo <= 0 < hi``, or a zero-width bucket at 0).
+  With PyTorch's default bins that bucket is ``[0, 1e-12)``: exact zeros.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+PERCENTILES: tuple[float, ...] = (1.0, 5.0, 25.0, 50.0, 75.0, 95.0, 99.0)
+"""Percentiles kept per histogram and step."""
+
+QUANTILE_LEVELS: np.ndarray = np.array([0.0, *(p / 100.0 for p in PERCENTILES), 1.0])
+"""Levels of the quantile grid ``(min, p1 .. p99, max)`` used for distribution distances."""
+
+STAT_NAMES: tuple[str, ...] = (
+    "count",
+    "min",
+    "max",
+    "mean",
+    "std",
+    "l2_norm",
+    "l2_error_bound",
+    "nonfinite_share",
+    "zero_share",
+    *(f"p{int(p):02d}" for p in PERCENTILES),
+)
+"""Columns of :func:`histogram_stats_batch`'s matrix, in order."""
+
+COLUMN = {name: i for i, name in enumerate(STAT_NAMES)}
+
+
+@dataclass(frozen=True)
+class HistStats:
+    """Statistics of one histogram (see the module docstring for how each is obtained)."""
+
+    count: float
+    min: float
+    max: float
+    mean: float
+    std: float
+    l2_norm: float
+    l2_norm_exact: bool
+    l2_error_bound: float  # relative: |true - l2_norm| <= l2_error_bound * l2_norm
+    rms: float
+    percentiles: dict[float, float]  # percentile (1, 5, 25, 50, 75, 95, 99) -> value
+    nonfinite_share: float  # 0: none; NaN: present, share unknown
+    zero_share: float
+
+    @property
+    def has_nonfinite(self) -> bool:
+        """Whether the histogram shows any NaN/Inf value."""
+        return self.nonfinite_share != 0.0  # NaN (share unknown) counts
+
+
+def histogram_stats(
+    left: np.ndarray | Sequence[float],
+    right: np.ndarray | Sequence[float],
+    counts: np.ndarray | Sequence[float],
+    *,
+    min: float | None = None,  # noqa: A002 - the proto's field names
+    max: float | None = None,  # noqa: A002
+    num: float | None = None,
+    sum: float | None = None,  # noqa: A002
+    sum_squares: float | None = None,
+) -> HistStats:
+    """Statistics of one histogram given as bucket edges and counts (plus optional exact fields)."""
+    left_arr, right_arr, counts_arr = _as_bucket_arrays(left, right, counts)
+    fields = np.array([[_or_nan(v) for v in (min, max, num, sum, sum_squares)]])
+    present = np.array([[v is not None for v in (min, max, num, sum, sum_squares)]])
+    row = histogram_stats_batch(
+        left_arr[None, :], right_arr[None, :], counts_arr[None, :], fields, present
+    )[0]
+    exact = bool(present[0, 3:].all() and present[0, 2] and np.isfinite(fields[0, 2:]).all())
+    count = float(row[COLUMN["count"]])
+    finite_count = float(counts_arr.sum())
+    l2 = float(row[COLUMN["l2_norm"]])
+    return HistStats(
+        count=count,
+        min=float(row[COLUMN["min"]]),
+        max=float(row[COLUMN["max"]]),
+        mean=float(row[COLUMN["mean"]]),
+        std=float(row[COLUMN["std"]]),
+        l2_norm=l2,
+        l2_norm_exact=exact,
+        l2_error_bound=float(row[COLUMN["l2_error_bound"]]),
+        rms=float(l2 / np.sqrt(finite_count)) if finite_count > 0 else float("nan"),
+        percentiles={p: float(row[COLUMN[f"p{int(p):02d}"]]) for p in PERCENTILES},
+        nonfinite_share=float(row[COLUMN["nonfinite_share"]]),
+        zero_share=float(row[COLUMN["zero_share"]]),
+    )
+
+
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _as_bucket_arrays(
+    left: np.ndarray | Sequence[float],
+    right: np.ndarray | Sequence[float],
+    counts: np.ndarray | Sequence[float],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    left_arr = np.asarray(left, dtype=np.float64).ravel()
+    right_arr = np.asarray(right, dtype=np.float64).ravel()
+    counts_arr = np.asarray(counts, dtype=np.float64).ravel()
+    if not left_arr.shape == right_arr.shape == counts_arr.shape:
+        raise ValueError("left, right and counts must have the same length")
+    if left_arr.size == 0:  # an empty tensor: one empty bucket keeps the shapes valid
+        return np.zeros(1), np.zeros(1), np.zeros(1)
+    return left_arr, right_arr, counts_arr
+
+
+# --------------------------------------------------------------------------------------------
+# The vectorised core
+# --------------------------------------------------------------------------------------------
+
+FIELD_NAMES: tuple[str, ...] = ("min", "max", "num", "sum", "sum_squares")
+"""Columns of the ``fields``/``present`` matrices given to :func:`histogram_stats_batch`."""
+
+
+def histogram_stats_batch(
+    left: np.ndarray,
+    right: np.ndarray,
+    counts: np.ndarray,
+    fields: np.ndarray,
+    present: np.ndarray,
+) -> np.ndarray:
+    """Statistics of B histograms with k buckets each -> float64 matrix ``[B, len(STAT_NAMES)]``.
+
+    ``left``, ``right``, ``counts``: ``[B, k]`` (pad shorter histograms with zero-count buckets
+    whose edges repeat the last right edge). ``fields``: ``[B, 5]`` proto values in
+    :data:`FIELD_NAMES` order (anything where absent); ``present``: ``[B, 5]`` booleans.
+    """
+    out = np.full((left.shape[0], len(STAT_NAMES)), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        left, right = _collapse_constant_buckets(left, right, counts, present)
+        total = counts.sum(axis=1)
+        nonfinite_share = _nonfinite_share(left, right, counts, total, fields, present)
+        lo, hi, vmin, vmax = _effective_edges(left, right, counts, fields, present)
+        _moments_into(out, lo, hi, counts, total, fields, present)
+        # rounding in sum_squares / num - mean^2 must not break Popoviciu's bound
+        out[:, COLUMN["std"]] = np.minimum(out[:, COLUMN["std"]], (vmax - vmin) / 2)
+        out[:, COLUMN["min"]] = vmin
+        out[:, COLUMN["max"]] = vmax
+        num_ok = present[:, 2] & np.isfinite(fields[:, 2])
+        out[:, COLUMN["count"]] = np.where(num_ok, fields[:, 2], total)
+        out[:, COLUMN["nonfinite_share"]] = nonfinite_share
+        zero_bucket = ((lo <= 0) & (hi > 0)) | ((lo == 0) & (hi == 0))
+        out[:, COLUMN["zero_share"]] = (counts * zero_bucket).sum(axis=1) / total
+        first = COLUMN["p01"]
+        out[:, first : first + len(PERCENTILES)] = _percentiles(lo, hi, counts, total, vmin, vmax)
+        broken = ~np.isfinite(left).all(axis=1) & (present[:, 0] == 0)
+        out[broken, COLUMN["mean"] :] = np.nan  # TF2 edges of a NaN/Inf tensor: nothing usable
+        out[broken, COLUMN["nonfinite_share"]] = nonfinite_share[broken]
+        out[total == 0, COLUMN["zero_share"]] = np.nan
+    return out
+
+
+def _collapse_constant_buckets(
+    left: np.ndarray, right: np.ndarray, counts: np.ndarray, present: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Read TF <= 2.7's encoding of a constant tensor ``v`` (one bucket ``[v-0.5, v+0.5]``) as v.
+
+    In a TF2 histogram of more than one bucket the maximum always lands in the last bucket, so
+    counts in bucket 0 alone, with width exactly 1, can only be that one-bucket encoding.
+    """
+    only_first = (counts[:, 1:] == 0).all(axis=1) & (counts[:, 0] > 0)
+    constant = only_first & ~present[:, 0] & (right[:, 0] - left[:, 0] == 1.0)
+    if not constant.any():
+        return left, right
+    middle = (left[constant, 0] + right[constant, 0]) / 2
+    left, right = left.copy(), right.copy()
+    left[constant, 0] = middle
+    right[constant, 0] = middle
+    return left, right
+
+
+def _nonfinite_share(
+    left: np.ndarray,
+    right: np.ndarray,
+    counts: np.ndarray,
+    total: np.ndarray,
+    fields: np.ndarray,
+    present: np.ndarray,
+) -> np.ndarray:
+    """0 when clean; the share when ``num`` exceeds the bucket total; NaN when only flagged."""
+    has_num = present[:, 2] & np.isfinite(fields[:, 2]) & (fields[:, 2] > 0)
+    missing = np.where(has_num, fields[:, 2] - total, 0.0)
+    share = np.where(has_num & (missing > 0.5), missing / np.where(has_num, fields[:, 2], 1), 0.0)
+    field_bad = (present & ~np.isfinite(fields))[:, [0, 1, 3, 4]].any(axis=1)
+    # ``left[0]`` is -inf when a proto has no ``min``: only NaN edges, or +-inf tensor edges, count.
+    is_tensor = ~present[:, 0]
+    edge_bad = np.isnan(left).any(axis=1) | np.isnan(right).any(axis=1)
+    edge_bad |= is_tensor & (np.isinf(left).any(axis=1) | np.isinf(right).any(axis=1))
+    flagged = (field_bad | edge_bad) & (share == 0)
+    return np.where(flagged, np.nan, share)
+
+
+def _effective_edges(
+    left: np.ndarray,
+    right: np.ndarray,
+    counts: np.ndarray,
+    fields: np.ndarray,
+    present: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Bucket edges clipped to the data's ``[min, max]``, and that min and max."""
+    nonempty = counts > 0
+    any_nonempty = nonempty.any(axis=1)
+    first = nonempty.argmax(axis=1)
+    last = counts.shape[1] - 1 - nonempty[:, ::-1].argmax(axis=1)
+    rows = np.arange(counts.shape[0])
+    bucket_min = np.where(any_nonempty, left[rows, first], np.nan)
+    bucket_max = np.where(any_nonempty, right[rows, last], np.nan)
+    # A proto without ``min`` has left[0] = -inf: its first bucket starts at its right edge.
+    bucket_min = np.where(np.isneginf(bucket_min), right[rows, first], bucket_min)
+    use_min = present[:, 0] & np.isfinite(fields[:, 0])
+    use_max = present[:, 1] & np.isfinite(fields[:, 1])
+    vmin = np.where(use_min, fields[:, 0], bucket_min)
+    vmax = np.where(use_max, fields[:, 1], bucket_max)
+    finite_min = np.where(np.isfinite(vmin), vmin, -np.inf)[:, None]
+    finite_max = np.where(np.isfinite(vmax), vmax, np.inf)[:, None]
+    lo = np.clip(left, finite_min, finite_max)
+    hi = np.clip(right, finite_min, finite_max)
+    lo = np.where(np.isneginf(lo), hi, lo)
+    lo = np.minimum(lo, hi)
+    empty_rows = ~any_nonempty
+    vmin = np.where(empty_rows & ~use_min, np.nan, vmin)
+    vmax = np.where(empty_rows & ~use_max, np.nan, vmax)
+    return lo, hi, vmin, vmax
+
+
+def _moments_into(
+    out: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    counts: np.ndarray,
+    total: np.ndarray,
+    fields: np.ndarray,
+    present: np.ndarray,
+) -> None:
+    """Mean, std, L2 norm and its relative error bound: exact from the proto, else from buckets."""
+    lo = np.where(counts > 0, lo, 0.0)  # empty (padding) buckets may hold any edge value
+    hi = np.where(counts > 0, hi, 0.0)
+    middle = (lo + hi) / 2
+    bucket_mean = (counts * middle).sum(axis=1) / total
+    # centred, so that a narrow distribution far from 0 keeps its spread (no cancellation)
+    deviation = middle - bucket_mean[:, None]
+    width = hi - lo
+    bucket_variance = (counts * (deviation * deviation + width * width / 12)).sum(axis=1) / total
+    squares = (counts * (lo * lo + lo * hi + hi * hi) / 3).sum(axis=1)
+    squares_low = (counts * np.where((lo <= 0) & (hi >= 0), 0.0, np.minimum(lo * lo, hi * hi))).sum(
+        axis=1
+    )
+    squares_high = (counts * np.maximum(lo * lo, hi * hi)).sum(axis=1)
+    exact = present[:, 2:].all(axis=1) & np.isfinite(fields[:, 2:]).all(axis=1)
+    exact &= fields[:, 2] > 0
+    num = np.where(exact, fields[:, 2], 1.0)
+    mean = np.where(exact, fields[:, 3] / num, bucket_mean)
+    sum_squares = np.where(exact, fields[:, 4], squares)
+    exact_variance = sum_squares / num - mean * mean
+    variance = np.maximum(np.where(exact, exact_variance, bucket_variance), 0.0)
+    l2 = np.sqrt(np.maximum(sum_squares, 0.0))
+    bound_up = np.sqrt(squares_high) - l2
+    bound_down = l2 - np.sqrt(squares_low)
+    relative = np.maximum(bound_up, bound_down) / l2
+    relative = np.where((l2 == 0) & (squares_high == 0), 0.0, relative)
+    out[:, COLUMN["mean"]] = mean
+    out[:, COLUMN["std"]] = np.sqrt(variance)
+    out[:, COLUMN["l2_norm"]] = np.where(total > 0, l2, np.where(exact, l2, np.nan))
+    out[:, COLUMN["l2_error_bound"]] = np.where(exact, 0.0, np.maximum(relative, 0.0))
+
+
+def _percentiles(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    counts: np.ndarray,
+    total: np.ndarray,
+    vmin: np.ndarray,
+    vmax: np.ndarray,
+) -> np.ndarray:
+    """``[B, len(PERCENTILES)]`` by linear interpolation inside the bucket holding each rank."""
+    cumulative = np.cumsum(counts, axis=1)
+    rows = np.arange(counts.shape[0])
+    result = np.empty((counts.shape[0], len(PERCENTILES)))
+    for i, percentile in enumerate(PERCENTILES):
+        target = total * (percentile / 100.0)
+        bucket = (cumulative >= target[:, None]).argmax(axis=1)
+        below = cumulative[rows, bucket] - counts[rows, bucket]
+        inside = counts[rows, bucket]
+        fraction = np.where(inside > 0, (target - below) / inside, 0.0)
+        low, high = lo[rows, bucket], hi[rows, bucket]
+        result[:, i] = low + np.clip(fraction, 0.0, 1.0) * (high - low)
+    result = np.clip(result, vmin[:, None], vmax[:, None])
+    result[total == 0] = np.nan
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Distances between distributions, from quantile grids
+# --------------------------------------------------------------------------------------------
+
+
+def wasserstein_from_quantiles(grid_a: np.ndarray, grid_b: np.ndarray) -> np.ndarray:
+    """Wasserstein-1 distance between distributions given as quantile grids.
+
+    ``grid_a``, ``grid_b``: ``[..., len(QUANTILE_LEVELS)]`` values at :data:`QUANTILE_LEVELS`
+    (min, percentiles, max). W1 is the integral over ``u`` of ``|Q_a(u) - Q_b(u)|``; here the
+    trapezoid rule on the grid, exact when both quantile functions are linear between grid
+    points. Two identical grids give exactly 0.
+    """
+    difference = np.abs(np.asarray(grid_a, dtype=np.float64) - np.asarray(grid_b, np.float64))
+    widths = np.diff(QUANTILE_LEVELS)
+    return ((difference[..., 1:] + difference[..., :-1]) / 2 * widths).sum(axis=-1)
