@@ -1,0 +1,288 @@
+"""The ``gradcheck`` command: parse options, call the core, format, map the outcome to a status.
+
+This is the only module that imports click. Every exception is turned into an exit status in
+one place (:meth:`GradcheckGroup.main`): a ``GradcheckError`` or a usage error is one line on
+stderr and status 2, anything else is a bug (status 3, traceback with ``--debug``).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from gradcheck import __version__
+from gradcheck.errors import GradcheckError, InputError
+from gradcheck.gate import DEFAULT_FAIL_ON, failing_layers, parse_fail_on
+from gradcheck.report.interface import Env, FormatOptions
+from gradcheck.status import ExitStatus
+
+if TYPE_CHECKING:
+    from gradcheck.model import Report
+
+FORMAT_CHOICES = ("table", "json", "markdown", "csv")
+INSPECT_FORMAT_CHOICES = ("table", "json")
+DEFAULT_TOP = 20
+
+EXIT_STATUS_HELP = """\b
+Exit status:
+  0  no finding in --fail-on
+  1  at least one finding in --fail-on
+  2  usage or input error (bad option, missing path, no event files,
+     nothing readable)
+  3  internal error (a bug: rerun with --debug and report it)"""
+
+
+class GradcheckGroup(click.Group):
+    """A click group whose ``main`` maps every outcome to an :class:`ExitStatus`."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> NoReturn:
+        argv = list(sys.argv[1:] if args is None else args)
+        debug = _wants_debug(argv)
+        try:
+            result = super().main(
+                argv, prog_name or "gradcheck", complete_var, standalone_mode=False, **extra
+            )
+            status = int(result) if isinstance(result, int) else ExitStatus.OK
+        except (KeyboardInterrupt, click.Abort):
+            click.echo("gradcheck: interrupted", err=True)
+            status = 128 + signal.SIGINT  # the shell's convention for Ctrl-C
+        except Exception as error:  # noqa: BLE001 - the one place every error is mapped
+            status = report_error(error, debug)
+        sys.exit(status)
+
+
+def _wants_debug(argv: Sequence[str]) -> bool:
+    """``--debug`` anywhere before ``--``: known even when option parsing itself fails."""
+    options = argv[: argv.index("--")] if "--" in argv else argv
+    return "--debug" in options
+
+
+def report_error(error: Exception, debug: bool) -> ExitStatus:
+    """Print one line (and with ``debug`` the traceback) for ``error``; its exit status."""
+    if debug:
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    if isinstance(error, click.UsageError) and error.ctx is not None:
+        hint = f" (see '{error.ctx.command_path} --help')"
+        click.echo(f"gradcheck: error: {one_line(error.format_message())}{hint}", err=True)
+        return ExitStatus.INPUT_ERROR
+    if isinstance(error, click.ClickException):
+        click.echo(f"gradcheck: error: {one_line(error.format_message())}", err=True)
+        return ExitStatus.INPUT_ERROR
+    if isinstance(error, GradcheckError):
+        click.echo(f"gradcheck: error: {one_line(str(error))}", err=True)
+        return ExitStatus.INPUT_ERROR
+    click.echo(
+        f"gradcheck: internal error: {type(error).__name__}: {one_line(str(error))} "
+        "(this is a bug in gradcheck; rerun with --debug for the traceback and report it)",
+        err=True,
+    )
+    return ExitStatus.INTERNAL_ERROR
+
+
+def one_line(text: str) -> str:
+    """``text`` with its lines joined, so that an error is always one line on stderr."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def debug_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--debug``: read by :meth:`GradcheckGroup.main` before parsing; declared for --help."""
+    return click.option(
+        "--debug", is_flag=True, expose_value=False, help="Show the traceback of an error."
+    )(function)
+
+
+@click.group(
+    cls=GradcheckGroup,
+    # A fixed help width: the README quotes --help, and a test keeps the quote true.
+    context_settings={"help_option_names": ["-h", "--help"], "terminal_width": 80},
+    epilog=EXIT_STATUS_HELP,
+)
+@click.version_option(__version__, "-V", "--version", prog_name="gradcheck")
+@debug_option
+def cli() -> None:
+    """Find vanishing, exploding, NaN and static gradients and weights in TensorBoard logs."""
+
+
+@cli.command(epilog=EXIT_STATUS_HELP)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option(
+    "--format",
+    "format_name",
+    type=click.Choice(FORMAT_CHOICES),
+    default="table",
+    show_default=True,
+    metavar="FORMAT",
+    help="Output format: table, json, markdown or csv.",
+)
+@click.option("--output", "-o", metavar="FILE", help="Write the report to FILE, not stdout.")
+@click.option(
+    "--fail-on",
+    default=DEFAULT_FAIL_ON,
+    show_default=True,
+    metavar="LIST",
+    help="Verdicts that make the exit status 1: comma list of nan, exploding, vanishing, "
+    "static; or any; or none.",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=DEFAULT_TOP,
+    show_default=True,
+    metavar="N",
+    help="List at most N findings per run (table, markdown).",
+)
+@click.option("--all", "show_all", is_flag=True, help="List every parameter, healthy ones too.")
+@click.option("--layer", metavar="GLOB", help="Only parameters whose name or tag matches GLOB.")
+@click.option("--run", "run_glob", metavar="GLOB", help="Only runs whose path matches GLOB.")
+@click.option("--steps", metavar="A:B", help="Only steps A to B (inclusive; A: or :B open).")
+@click.option("--config", "config_path", metavar="FILE", help="Thresholds from a TOML file.")
+@click.option("--grad-pattern", metavar="RE", help="Regex for gradient tags, group (?P<name>).")
+@click.option("--weight-pattern", metavar="RE", help="Regex for weight tags, group (?P<name>).")
+@click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
+@debug_option
+@click.pass_context
+def analyze(
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    format_name: str,
+    output: str | None,
+    fail_on: str,
+    top: int,
+    show_all: bool,
+    layer: str | None,
+    run_glob: str | None,
+    steps: str | None,
+    config_path: str | None,
+    grad_pattern: str | None,
+    weight_pattern: str | None,
+    no_progress: bool,
+) -> ExitStatus:
+    """Judge every parameter of the runs under PATH... (event files or directories).
+
+    Verdicts: nan, exploding, vanishing, static, ok; worst first, with the numbers behind each.
+    """
+    from gradcheck.config import load_config
+    from gradcheck.pipeline import analyze as run_analysis
+    from gradcheck.steps import StepWindow
+    from gradcheck.tags import TagRules
+
+    env = _env(ctx)
+    failing = parse_fail_on(fail_on)
+    window = StepWindow.parse(steps) if steps is not None else None
+    config = load_config(config_path)
+    rules = TagRules.from_patterns(grad_pattern, weight_pattern)
+    with _progress(env, enabled=not no_progress) as progress:
+        report = run_analysis(
+            list(paths),
+            config=config,
+            rules=rules,
+            layer_glob=layer,
+            run_glob=run_glob,
+            steps=window,
+            progress=progress,
+        )
+    options = FormatOptions(env=env if output is None else Env(), top=top, show_all=show_all)
+    _emit(_format_report(report, format_name, options), output, env)
+    _note_warnings(report, format_name, output)
+    return ExitStatus.FINDINGS if failing_layers(report, failing) else ExitStatus.OK
+
+
+@cli.command(epilog=EXIT_STATUS_HELP)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option(
+    "--format",
+    "format_name",
+    type=click.Choice(INSPECT_FORMAT_CHOICES),
+    default="table",
+    show_default=True,
+    metavar="FORMAT",
+    help="Output format: table or json.",
+)
+@click.option("--output", "-o", metavar="FILE", help="Write the listing to FILE, not stdout.")
+@debug_option
+@click.pass_context
+def inspect(
+    ctx: click.Context, paths: tuple[str, ...], format_name: str, output: str | None
+) -> ExitStatus:
+    """List the runs under PATH..., their files, tags and any damage (no verdicts)."""
+    from gradcheck.inspect import inspect_paths
+    from gradcheck.report.inspect_view import format_inspect
+
+    env = _env(ctx)
+    listing = inspect_paths(list(paths))
+    _emit(format_inspect(listing, format_name, env if output is None else Env()), output, env)
+    return ExitStatus.OK
+
+
+def _env(ctx: click.Context) -> Env:
+    """The injected environment (tests pass ``obj=Env(...)``), else the real terminal's."""
+    root = ctx.find_root()
+    if isinstance(root.obj, Env):
+        return root.obj
+    return Env.from_system(sys.stdout, sys.stderr)
+
+
+def _format_report(report: Report, format_name: str, options: FormatOptions) -> str:
+    from gradcheck.report import formatter_for
+
+    return formatter_for(format_name, options).format(report)
+
+
+def _emit(text: str, output: str | None, env: Env) -> None:
+    """The document to stdout, or to ``output`` (an unwritable file is an input error)."""
+    if output is None:
+        click.echo(text, nl=False, color=env.color)
+        return
+    try:
+        with open(output, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+    except OSError as error:
+        raise InputError(f"cannot write {output}: {error.strerror or error}") from None
+
+
+def _note_warnings(report: Report, format_name: str, output: str | None) -> None:
+    """On stderr: where the report went, and warnings a CSV document has no room for."""
+    warnings = [*report.warnings, *(w for run in report.runs for w in run.warnings)]
+    if format_name == "csv":
+        for warning in warnings:
+            click.echo(f"gradcheck: warning: {warning}", err=True)
+    if output is not None:
+        click.echo(f"gradcheck: wrote {format_name} report to {output}", err=True)
+
+
+@contextmanager
+def _progress(env: Env, *, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A transient progress bar on stderr, only when stderr is a terminal."""
+    if not (enabled and env.stderr_isatty):
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    console = Console(file=sys.stderr, no_color=env.no_color)
+    columns = ("reading", BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("reading", total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def main() -> None:
+    """Entry point of the ``gradcheck`` script and ``python -m gradcheck``."""
+    cli.main(prog_name="gradcheck")

@@ -1,0 +1,52 @@
+"""The CI gate: which verdicts fail the command (``--fail-on``) and whether a report does."""
+
+from __future__ import annotations
+
+from gradcheck.errors import ConfigError
+from gradcheck.model import VERDICTS, LayerResult, Report, Verdict
+
+FINDINGS: tuple[Verdict, ...] = tuple(v for v in VERDICTS if v != "ok")
+DEFAULT_FAIL_ON = "nan,exploding"
+
+
+def parse_fail_on(text: str) -> frozenset[Verdict]:
+    """``"nan,exploding"``, ``"any"`` (every finding) or ``"none"`` (never fail).
+
+    Raises ConfigError naming the unknown word and the accepted ones.
+    """
+    words = [word.strip().lower() for word in text.split(",") if word.strip()]
+    if words == ["any"]:
+        return frozenset(FINDINGS)
+    if words == ["none"]:
+        return frozenset()
+    chosen: set[Verdict] = set()
+    for word in words:
+        verdict = _verdict(word)
+        if verdict is None:
+            accepted = ", ".join(FINDINGS)
+            raise ConfigError(
+                f"--fail-on {text!r}: unknown verdict {word!r} (use a comma list of "
+                f"{accepted}, or any, or none)"
+            )
+        chosen.add(verdict)
+    if not chosen:
+        raise ConfigError("--fail-on is empty (use none to never fail)")
+    return frozenset(chosen)
+
+
+def _verdict(word: str) -> Verdict | None:
+    """The finding verdict spelled ``word``, or None."""
+    for verdict in FINDINGS:
+        if word == verdict:
+            return verdict
+    return None
+
+
+def failing_layers(report: Report, fail_on: frozenset[Verdict]) -> list[LayerResult]:
+    """Parameters with at least one flag in ``fail_on`` (any run)."""
+    return [
+        layer
+        for run in report.runs
+        for layer in run.layers
+        if fail_on.intersection(layer.flags) or layer.verdict in fail_on
+    ]
