@@ -49,22 +49,14 @@ def read_logs(directory: str | Path) -> Logs:
 def _records(directory: Path) -> Iterator[object]:
     try:
         from gradcheck.api import read
-    except ImportError:  # the reader is still being written: frame + decode directly
-        yield from _decode_files(directory)
+    except ImportError:  # api.py is still being written: the reader's own entry points
+        from gradcheck.discover import discover
+        from gradcheck.reader import read_run
+
+        for run in discover([str(directory)]):
+            yield from read_run(run)
     else:
         yield from read(str(directory))
-
-
-def _decode_files(directory: Path) -> Iterator[object]:
-    from gradcheck.decode import EventDecoder
-    from gradcheck.framing import Frame, iter_frames
-
-    for path in sorted(directory.rglob("*tfevents*")):
-        decoder = EventDecoder(str(path.parent))
-        with path.open("rb") as stream:
-            for frame in iter_frames(stream):
-                if isinstance(frame, Frame):
-                    yield from decoder.decode(frame.payload, str(path), frame.offset).records
 
 
 def bucket_total(record: HistogramRecord) -> float:

@@ -1,0 +1,158 @@
+"""gradcheck.torch on real PyTorch: what log_gradients writes through both writers, read back."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gradcheck.errors import InputError  # noqa: E402
+from gradcheck.torch import log_gradients  # noqa: E402
+from tests.readback import bucket_total, read_logs  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def _torch_writer(log_dir: Path) -> Any:
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(str(log_dir))
+
+
+def _tensorboardx_writer(log_dir: Path) -> Any:
+    tensorboardx = pytest.importorskip("tensorboardX")
+    return tensorboardx.SummaryWriter(str(log_dir))
+
+
+WRITERS = pytest.mark.parametrize(
+    "make_writer", [_torch_writer, _tensorboardx_writer], ids=["torch", "tensorboardX"]
+)
+
+
+def _model_with_gradients() -> torch.nn.Module:
+    """Linear-ReLU-Linear after one backward pass; the first bias is frozen."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    model[0].bias.requires_grad_(False)
+    inputs, targets = torch.randn(16, 5), torch.randn(16, 2)
+    torch.nn.functional.mse_loss(model(inputs), targets).backward()
+    return model
+
+
+def _clip_grad_total_norm(model: torch.nn.Module) -> float:
+    """The global norm torch's own clipping computes (max_norm=inf: nothing is clipped)."""
+    parameters = [p for p in model.parameters() if p.grad is not None]
+    return float(torch.nn.utils.clip_grad_norm_(parameters, max_norm=math.inf))
+
+
+@WRITERS
+def test_norms_histograms_and_global_norm_are_exact(
+    tmp_path: Path, make_writer: Callable[[Path], Any]
+) -> None:
+    model = _model_with_gradients()
+    writer = make_writer(tmp_path)
+    summary = log_gradients(writer, model, step=3)
+    writer.close()
+    logs = read_logs(tmp_path)
+    for name, parameter in model.named_parameters():
+        weight = parameter.detach().double()
+        assert logs.scalar(f"weight_norm/{name}", 3) == pytest.approx(float(weight.norm()), 1e-6)
+        histogram = logs.histograms[f"weights/{name}"][3]
+        assert histogram.encoding == "histo"
+        assert histogram.num == bucket_total(histogram) == parameter.numel()
+        assert histogram.sum_squares == pytest.approx(float((weight**2).sum()), rel=1e-12)
+        assert logs.scalar(f"weight_nonfinite/{name}", 3) == 0
+    for name in ("0.weight", "2.weight", "2.bias"):
+        grad = dict(model.named_parameters())[name].grad.double()
+        assert logs.scalar(f"gradient_norm/{name}", 3) == pytest.approx(float(grad.norm()), 1e-6)
+        assert logs.histograms[f"gradients/{name}"][3].max == pytest.approx(float(grad.max()))
+        assert logs.scalar(f"gradient_nonfinite/{name}", 3) == 0
+    assert "gradients/0.bias" not in logs.histograms  # frozen: weight only
+    assert "gradient_norm/0.bias" not in logs.scalars
+    expected_global = _clip_grad_total_norm(model)
+    assert summary.global_norm == pytest.approx(expected_global, rel=1e-6)
+    assert logs.scalar("gradient_norm/global", 3) == pytest.approx(expected_global, rel=1e-6)
+    assert summary.nonfinite == 0 and logs.scalar("gradient_nonfinite/global", 3) == 0
+
+
+@WRITERS
+@pytest.mark.parametrize("bins", ["tensorflow", "auto", 10])
+def test_nonfinite_gradients_never_raise_and_are_counted(
+    tmp_path: Path, make_writer: Callable[[Path], Any], bins: str | int
+) -> None:
+    model = _model_with_gradients()
+    model[2].weight.grad[0, 0] = math.nan
+    model[2].weight.grad[1, 1] = math.inf
+    model[2].bias.grad.fill_(math.nan)  # nothing finite left in this one
+    writer = make_writer(tmp_path)
+    summary = log_gradients(writer, model, step=7, bins=bins)
+    writer.close()
+    assert math.isnan(summary.global_norm)
+    assert math.isnan(_clip_grad_total_norm(model))  # the same as torch's own global norm
+    assert summary.nonfinite == 4
+    logs = read_logs(tmp_path)
+    assert logs.scalar("gradient_nonfinite/2.weight", 7) == 2
+    assert logs.scalar("gradient_nonfinite/2.bias", 7) == 2
+    assert logs.scalar("gradient_nonfinite/0.weight", 7) == 0
+    assert logs.scalar("gradient_nonfinite/global", 7) == 4
+    assert math.isnan(logs.scalar("gradient_norm/2.weight", 7))
+    assert math.isnan(logs.scalar("gradient_norm/global", 7))
+    partly = logs.histograms["gradients/2.weight"][7]
+    assert partly.num == 8 and bucket_total(partly) == 6  # the 6 finite values are bucketed
+    assert math.isnan(partly.min) and math.isnan(partly.sum)
+    wholly = logs.histograms["gradients/2.bias"][7]
+    assert wholly.num == 2 and bucket_total(wholly) == 0
+
+
+def test_inf_without_nan_gives_an_infinite_global_norm(tmp_path: Path) -> None:
+    model = _model_with_gradients()
+    model[0].weight.grad[0, 0] = -math.inf
+    writer = _torch_writer(tmp_path)
+    summary = log_gradients(writer, model, step=0)
+    writer.close()
+    assert summary.global_norm == math.inf == _clip_grad_total_norm(model)
+    histogram = read_logs(tmp_path).histograms["gradients/0.weight"][0]
+    assert histogram.min == -math.inf and histogram.num == 20 and bucket_total(histogram) == 19
+
+
+def test_sparse_embedding_gradients_are_densified(tmp_path: Path) -> None:
+    embedding = torch.nn.Embedding(10, 3, sparse=True)
+    embedding(torch.tensor([1, 1, 4])).sum().backward()
+    writer = _torch_writer(tmp_path)
+    log_gradients(writer, embedding, step=1, histograms=False)
+    writer.close()
+    logs = read_logs(tmp_path)
+    dense = embedding.weight.grad.to_dense()
+    assert logs.scalar("gradient_norm/weight", 1) == pytest.approx(float(dense.norm()), 1e-6)
+    assert logs.scalar("gradient_norm/weight", 1) == pytest.approx(math.sqrt(4 * 3 + 3))
+    assert not logs.histograms  # histograms=False: scalars only
+
+
+def test_named_parameter_pairs_are_accepted(tmp_path: Path) -> None:
+    model = _model_with_gradients()
+    writer = _torch_writer(tmp_path)
+    log_gradients(writer, list(model[2].named_parameters(prefix="head")), step=2)
+    writer.close()
+    assert read_logs(tmp_path).tags_with_prefix("gradient_norm/") == {
+        "gradient_norm/head.weight",
+        "gradient_norm/head.bias",
+        "gradient_norm/global",
+    }
+
+
+def test_bad_arguments_raise_input_errors(tmp_path: Path) -> None:
+    model = _model_with_gradients()
+    with pytest.raises(InputError, match="SummaryWriter"):
+        log_gradients(object(), model, step=0)
+    writer = _torch_writer(tmp_path)
+    with pytest.raises(InputError, match="named_parameters"):
+        log_gradients(writer, 42, step=0)
+    with pytest.raises(InputError, match="named_parameters"):
+        log_gradients(writer, [np.zeros(3)], step=0)
+    writer.close()
