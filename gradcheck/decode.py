@@ -158,13 +158,26 @@ def _histo_record(
         )  # fmt: skip
     left = np.empty_like(right)
     if right.size:
-        # proto3 cannot tell an absent min from 0: a min above the first right edge is absent.
-        left[0] = -np.inf if proto.min > right[0] else proto.min
+        left[0] = _first_left_edge(proto.min, right[0], counts[0])
         left[1:] = right[:-1]
     return HistogramRecord(
         run, file, offset, tag, 0, step, wall_time, "histo", left, right, counts,
         proto.min, proto.max, proto.num, proto.sum, proto.sum_squares,
     )  # fmt: skip
+
+
+def _first_left_edge(minimum: float, first_right: float, first_count: float) -> float:
+    """Left edge of a ``HistogramProto``'s first bucket, which the proto does not store.
+
+    The proto's ``min`` when it lies at or below the first right edge. TF1 and PyTorch start
+    with an *empty* bucket whose right edge is below ``min`` (the collapsed run of empty buckets
+    before the data): it becomes zero-width at its right edge, so no infinite or NaN edge
+    reaches arithmetic (a NaN ``min`` stays visible in ``record.min``). A non-empty first
+    bucket with ``min`` above it means ``min`` was not written (proto3 reads it as 0): ``-inf``.
+    """
+    if minimum <= first_right:
+        return minimum
+    return first_right if first_count == 0 else -np.inf
 
 
 def _tensor_histogram(

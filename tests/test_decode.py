@@ -59,7 +59,17 @@ def test_histo_sum_squares_gives_the_exact_norm() -> None:
     assert record.counts.sum() == 1000
 
 
-def test_histo_min_above_first_edge_is_treated_as_absent() -> None:
+def test_histo_leading_empty_bucket_below_min_is_zero_width() -> None:
+    # TF1 and PyTorch open with an empty bucket whose right edge is below min.
+    value = ef.histo(
+        "w", [-0.8, -0.5, 0.5], [0, 2, 1], min=-0.7, max=0.4, num=3, sum=0, sum_squares=1
+    )
+    record = only(decode(ef.summary_event(0, [value]))[0])
+    assert isinstance(record, HistogramRecord)
+    np.testing.assert_array_equal(record.left, [-0.8, -0.8, -0.5])
+
+
+def test_histo_min_above_a_non_empty_first_bucket_is_treated_as_absent() -> None:
     value = ef.histo("w", [-2.0, -1.0], [1, 1], min=0, max=0, num=2, sum=-3, sum_squares=5)
     record = only(decode(ef.summary_event(0, [value]))[0])
     assert isinstance(record, HistogramRecord)
@@ -71,13 +81,14 @@ def test_histo_non_finite_values_are_kept_as_written_by_pytorch() -> None:
     # torch/tensorboardX default bins on a tensor with NaN and Inf: non-finite min/max/sum and
     # num larger than the bucket total.
     value = ef.histo(
-        "w", [0.0, 1.0], [2, 1], min=math.nan, max=math.inf, num=5, sum=math.nan, sum_squares=2
-    )
+        "w", [-1.0, 0.0, 1.0], [0, 2, 1], min=math.nan, max=math.inf, num=5, sum=math.nan,
+        sum_squares=2,
+    )  # fmt: skip
     record = only(decode(ef.summary_event(0, [value]))[0])
     assert isinstance(record, HistogramRecord)
     assert math.isnan(record.min) and record.max == math.inf and math.isnan(record.sum)
     assert record.num == 5 and record.counts.sum() == 3
-    assert math.isnan(record.left[0])
+    assert record.left[0] == -1.0  # zero-width leading empty bucket; the NaN stays in min
 
 
 def test_histo_with_mismatched_bucket_lists_is_a_damaged_value() -> None:
