@@ -1,0 +1,95 @@
+"""The README cannot drift: its transcript, its --help excerpt, its exit statuses, its commands.
+
+The transcript is the real output of ``gradcheck analyze sample_runs/`` as a user sees it when
+stdout is not a terminal (plain text, 80 columns); only trailing spaces are normalised.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gradcheck import cli
+from gradcheck.report.interface import Env
+from gradcheck.report.json_format import SCHEMA_VERSION
+from gradcheck.status import ExitStatus
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+TRANSCRIPT_COMMAND = "gradcheck analyze sample_runs/"
+
+
+def fenced_block_after(marker: str) -> str:
+    """The body of the first fenced code block after the line containing ``marker``."""
+    start = README.index(marker)
+    match = re.compile(r"^```[a-z]*\n(.*?)^```$", re.S | re.M).search(README, start)
+    assert match is not None, f"no fenced block after {marker!r}"
+    return match.group(1)
+
+
+def normalise(text: str) -> list[str]:
+    """Lines without trailing spaces, without trailing empty lines."""
+    lines = [line.rstrip() for line in text.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def run_gradcheck(*args: str) -> tuple[int, str]:
+    """``gradcheck args`` in-process from the repository root, as piped to a file (80 columns)."""
+    result = CliRunner().invoke(cli.cli, list(args), obj=Env(width=80), catch_exceptions=False)
+    return result.exit_code, result.stdout
+
+
+def test_readme_transcript_is_the_real_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not (ROOT / "sample_runs").is_dir():
+        pytest.skip("sample_runs/ is not in this checkout")
+    block = normalise(fenced_block_after("<!-- transcript:"))
+    assert block[0] == f"$ {TRANSCRIPT_COMMAND}"
+    monkeypatch.chdir(ROOT)
+    status, output = run_gradcheck(*TRANSCRIPT_COMMAND.split()[1:])
+    assert status in (ExitStatus.OK, ExitStatus.FINDINGS)
+    assert block[1:] == normalise(output)
+
+
+def test_readme_help_excerpt_is_the_real_help() -> None:
+    block = normalise(fenced_block_after("<!-- help:"))
+    status, output = run_gradcheck("analyze", "--help")
+    assert status == ExitStatus.OK
+    assert block == ["$ gradcheck analyze --help", *normalise(output)]
+
+
+def test_every_exit_status_is_documented_in_readme_and_help() -> None:
+    table = re.findall(r"^\| (\d) \| (.+) \|$", README, re.M)
+    assert sorted(int(code) for code, _ in table) == sorted(int(s) for s in ExitStatus)
+    help_text = run_gradcheck("analyze", "--help")[1] + run_gradcheck("--help")[1]
+    for status in ExitStatus:
+        assert re.search(rf"^\s+{int(status)}  \S", help_text, re.M), status
+
+
+def test_every_command_and_option_is_documented() -> None:
+    for name, command in cli.cli.commands.items():
+        assert f"gradcheck {name}" in README, name
+        for parameter in command.params:
+            for option in parameter.opts:
+                if option.startswith("--") and option != "--help":
+                    assert option in README, f"{name} {option}"
+
+
+def test_readme_json_schema_matches_the_formatter() -> None:
+    assert f"### JSON schema (version {SCHEMA_VERSION})" in README
+    assert f'{{"schema": {SCHEMA_VERSION}, "gradcheck":' in README
+
+
+def test_readme_setup_commands_are_make_targets() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    setup = fenced_block_after("## Set up")
+    targets = re.findall(r"^make (\S+)", setup, re.M)
+    assert targets == ["demo", "test"]
+    for target in targets:
+        assert re.search(rf"^{target}:", makefile, re.M), target
+    demo = re.search(r"^demo:.*\n\t(.+)$", makefile, re.M)
+    assert demo is not None and TRANSCRIPT_COMMAND in demo.group(1)
