@@ -1,0 +1,141 @@
+"""Reference readers, each in its own process: ``python bench/readers.py NAME PATH``.
+
+- ``bare``: the TFRecord framing read with ``struct`` from a buffered file, each payload parsed
+  with ``event_pb2.Event.FromString``; no CRC check, nothing kept (the issue's bare loop).
+- ``tbparse``: ``SummaryReader(path, pivot=False)`` and its histograms, scalars and tensors
+  frames (TF2 histograms and scalars are tensors to tbparse).
+- ``accumulator``: ``EventAccumulator(path, size_guidance=0 for every kind).Reload()``, then
+  every histogram, scalar and tensor fetched (tensors converted with ``make_ndarray``).
+- ``accumulator-notf``: the same with ``import tensorflow`` made to fail, so tensorboard falls
+  back to its pure-Python record reader and CRC (what a user without TensorFlow gets).
+- ``gradcheck-read``: iterate ``gradcheck.read(path)`` (the reader alone, no statistics).
+
+PATH is a run directory (its event files are read in name order) or one event file. The
+reader prints one JSON line: values seen, import time and time after imports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+_IMPORT_STARTED = time.perf_counter()
+
+
+def event_files(path: str) -> list[str]:
+    """The event files at ``path`` (a file, or a directory's ``*tfevents*`` files by name)."""
+    if os.path.isfile(path):
+        return [path]
+    return sorted(str(p) for p in Path(path).iterdir() if "tfevents" in p.name and p.is_file())
+
+
+def bare(path: str) -> dict[str, int]:
+    """Frame with struct, parse every payload as an Event; count summary values."""
+    from tensorboard.compat.proto import event_pb2
+
+    mark = time.perf_counter()
+    parse = event_pb2.Event.FromString
+    unpack = struct.Struct("<Q").unpack
+    events = values = 0
+    for file in event_files(path):
+        with open(file, "rb") as stream:
+            while True:
+                header = stream.read(12)
+                if len(header) < 12:
+                    break
+                (length,) = unpack(header[:8])
+                payload = stream.read(length)
+                stream.read(4)
+                if len(payload) < length:
+                    break
+                event = parse(payload)
+                events += 1
+                values += len(event.summary.value)
+    return {"events": events, "values": values, "_work_started": mark}  # type: ignore[dict-item]
+
+
+def tbparse(path: str) -> dict[str, int]:
+    """tbparse's long-format frames (it parses everything up front)."""
+    from tbparse import SummaryReader
+
+    mark = time.perf_counter()
+    reader = SummaryReader(path, pivot=False)
+    histograms, scalars, tensors = reader.histograms, reader.scalars, reader.tensors
+    return {
+        "values": len(histograms) + len(scalars) + len(tensors),
+        "_work_started": mark,  # type: ignore[dict-item]
+    }
+
+
+def accumulator(path: str) -> dict[str, int]:
+    """tensorboard's EventAccumulator keeping everything, then every value fetched."""
+    from tensorboard.backend.event_processing import event_accumulator as ea
+    from tensorboard.util import tensor_util
+
+    mark = time.perf_counter()
+    kinds = (ea.COMPRESSED_HISTOGRAMS, ea.IMAGES, ea.AUDIO, ea.SCALARS, ea.HISTOGRAMS, ea.TENSORS)
+    acc = ea.EventAccumulator(path, size_guidance={kind: 0 for kind in kinds})
+    acc.Reload()
+    tags = acc.Tags()
+    values = sum(len(acc.Histograms(tag)) for tag in tags[ea.HISTOGRAMS])
+    values += sum(len(acc.Scalars(tag)) for tag in tags[ea.SCALARS])
+    for tag in tags[ea.TENSORS]:
+        arrays = [tensor_util.make_ndarray(event.tensor_proto) for event in acc.Tensors(tag)]
+        values += len(arrays)
+    return {"values": values, "_work_started": mark}  # type: ignore[dict-item]
+
+
+def accumulator_without_tensorflow(path: str) -> dict[str, int]:
+    """EventAccumulator as a user without TensorFlow runs it (pure-Python CRC)."""
+    sys.modules["tensorflow"] = None  # type: ignore[assignment]  # import tensorflow fails
+    return accumulator(path)
+
+
+def gradcheck_read(path: str) -> dict[str, int]:
+    """gradcheck's reader alone: every record, no statistics."""
+    import gradcheck
+
+    mark = time.perf_counter()
+    counts: dict[str, int] = {}
+    for record in gradcheck.read(path):
+        kind = type(record).__name__
+        counts[kind] = counts.get(kind, 0) + 1
+    values = counts.get("HistogramRecord", 0) + counts.get("ScalarRecord", 0)
+    return {"values": values, **counts, "_work_started": mark}  # type: ignore[dict-item]
+
+
+READERS: dict[str, Callable[[str], dict[str, int]]] = {
+    "bare": bare,
+    "tbparse": tbparse,
+    "accumulator": accumulator,
+    "accumulator-notf": accumulator_without_tensorflow,
+    "gradcheck-read": gradcheck_read,
+}
+
+
+def main(argv: list[str]) -> int:
+    """``NAME PATH``: run one reader and print its JSON line."""
+    if len(argv) != 2 or argv[0] not in READERS:
+        print(f"usage: readers.py {{{','.join(READERS)}}} PATH", file=sys.stderr)
+        return 2
+    name, path = argv
+    result = READERS[name](path)
+    finished = time.perf_counter()
+    work_started = float(result.pop("_work_started"))
+    line = {
+        "reader": name,
+        **result,
+        "import_seconds": round(work_started - _IMPORT_STARTED, 4),
+        "work_seconds": round(finished - work_started, 4),
+    }
+    print(json.dumps(line))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,243 @@
+"""Reduce benchmark runs to medians and ratios, check the issue's targets, render a table."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.gen import DatasetInfo
+    from bench.run import Result
+
+BUSY_THRESHOLD = 0.3  # CPUs used by other processes above which a run counts as under load
+SLOW_READERS = ("tbparse", "accumulator", "accumulator-notf")
+
+
+@dataclass(frozen=True)
+class ReaderSummary:
+    """Medians over the repeats of one reader on one dataset."""
+
+    reader: str
+    runs: int
+    wall_seconds: float  # median
+    wall_seconds_all: tuple[float, ...]
+    cpu_seconds: float  # median
+    max_rss_mb: float  # largest over repeats (one process)
+    tree_rss_mb: float  # largest over repeats (process tree, sampled)
+    other_cpus: float  # largest over repeats: CPUs busy with other work meanwhile
+    problems: tuple[str, ...]
+    verdicts: Mapping[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    """Every reader on one dataset, and the ratios the issue asks about."""
+
+    dataset: str
+    encoding: str
+    files: int
+    megabytes: float
+    histograms: int
+    readers: Mapping[str, ReaderSummary]
+    ratios: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One of the issue's targets, as measured."""
+
+    name: str
+    dataset: str
+    measured: float
+    threshold: float
+    passed: bool
+
+
+def _summarise_reader(name: str, runs: Sequence[Result]) -> ReaderSummary:
+    walls = tuple(round(r.measurement.wall_seconds, 3) for r in runs)
+    verdicts = next((r.verdicts for r in runs if r.verdicts), None)
+    return ReaderSummary(
+        reader=name,
+        runs=len(runs),
+        wall_seconds=round(statistics.median(walls), 3),
+        wall_seconds_all=walls,
+        cpu_seconds=round(statistics.median(r.measurement.cpu_seconds for r in runs), 3),
+        max_rss_mb=round(max(r.measurement.max_rss_mb for r in runs), 1),
+        tree_rss_mb=round(max(r.measurement.tree_rss_mb for r in runs), 1),
+        other_cpus=round(max(r.measurement.other_cpus for r in runs), 2),
+        problems=tuple(sorted({r.problem for r in runs if r.problem})),
+        verdicts=verdicts,
+    )
+
+
+def _ratios(readers: Mapping[str, ReaderSummary]) -> dict[str, float]:
+    wall = {name: summary.wall_seconds for name, summary in readers.items() if not summary.problems}
+    ratios: dict[str, float] = {}
+    if "gradcheck" in wall and "bare" in wall:
+        ratios["gradcheck/bare"] = round(wall["gradcheck"] / wall["bare"], 3)
+    for slow in SLOW_READERS:
+        if slow in wall and "gradcheck" in wall:
+            ratios[f"{slow}/gradcheck"] = round(wall[slow] / wall["gradcheck"], 2)
+    if "gradcheck-1job" in wall and "gradcheck" in wall:
+        ratios["gradcheck-1job/gradcheck"] = round(wall["gradcheck-1job"] / wall["gradcheck"], 3)
+    return ratios
+
+
+def summarise(results: Sequence[Result], infos: Mapping[str, DatasetInfo]) -> list[DatasetSummary]:
+    """Group runs by dataset and reader; medians, peaks and ratios."""
+    summaries = []
+    for name, info in infos.items():
+        by_reader: dict[str, list[Result]] = {}
+        for result in results:
+            if result.dataset == name:
+                by_reader.setdefault(result.reader, []).append(result)
+        readers = {reader: _summarise_reader(reader, runs) for reader, runs in by_reader.items()}
+        summaries.append(
+            DatasetSummary(
+                dataset=name,
+                encoding=info.encoding,
+                files=len(info.files),
+                megabytes=round(info.bytes / 1e6, 1),
+                histograms=info.histograms,
+                readers=readers,
+                ratios=_ratios(readers),
+            )
+        )
+    return summaries
+
+
+def evaluate_targets(summaries: Sequence[DatasetSummary]) -> list[Target]:
+    """The issue's targets, each checked where it was measured."""
+    targets = []
+    for summary in summaries:
+        ratios = summary.ratios
+        for name, reader in summary.readers.items():
+            if name.startswith("gradcheck") and reader.problems:
+                targets.append(Target(f"{name} ran and checked out", summary.dataset, 0, 1, False))
+        if summary.files == 1 and "gradcheck/bare" in ratios:
+            value = ratios["gradcheck/bare"]
+            targets.append(
+                Target("no slower than the bare loop", summary.dataset, value, 1.0, value <= 1.0)
+            )
+        for slow in SLOW_READERS:
+            if f"{slow}/gradcheck" in ratios:
+                value = ratios[f"{slow}/gradcheck"]
+                targets.append(
+                    Target(f"15x faster than {slow}", summary.dataset, value, 15.0, value >= 15.0)
+                )
+        if "gradcheck-1job/gradcheck" in ratios:
+            value = ratios["gradcheck-1job/gradcheck"]
+            targets.append(
+                Target("2 cores vs 1 on several files", summary.dataset, value, 1.6, value >= 1.6)
+            )
+    targets += _memory_targets(summaries)
+    return targets
+
+
+def _memory_targets(summaries: Sequence[DatasetSummary]) -> list[Target]:
+    targets = []
+    for encoding in sorted({s.encoding for s in summaries}):
+        measured = [
+            s
+            for s in summaries
+            if s.encoding == encoding and s.files == 1 and "gradcheck" in s.readers
+        ]
+        if not measured:
+            continue
+        largest = max(measured, key=lambda s: s.megabytes)
+        if largest.megabytes >= 900:
+            peak = largest.readers["gradcheck"].tree_rss_mb
+            targets.append(
+                Target(
+                    "peak memory on the 1 GB log (MB)", largest.dataset, peak, 300.0, peak <= 300.0
+                )
+            )
+    return targets
+
+
+def _seconds(summary: DatasetSummary, reader: str) -> str:
+    found = summary.readers.get(reader)
+    if found is None:
+        return "-"
+    return "FAILED" if found.problems else f"{found.wall_seconds:.2f}"
+
+
+def _ratio(summary: DatasetSummary, key: str, fmt: str) -> str:
+    return format(summary.ratios[key], fmt) if key in summary.ratios else "-"
+
+
+def _table(summaries: Sequence[DatasetSummary]) -> list[str]:
+    header = (
+        f"{'dataset':<15}{'MB':>7}{'hists':>9}{'bare s':>8}{'gradchk s':>10}{'gc/bare':>8}"
+        f"{'tbparse s':>10}{'x':>6}{'EA s':>8}{'x':>6}{'gc peak MB':>11}"
+    )
+    lines = [header, "-" * len(header)]
+    for s in summaries:
+        peak = s.readers["gradcheck"].tree_rss_mb if "gradcheck" in s.readers else None
+        lines.append(
+            f"{s.dataset:<15}{s.megabytes:>7.0f}{s.histograms:>9}{_seconds(s, 'bare'):>8}"
+            f"{_seconds(s, 'gradcheck'):>10}{_ratio(s, 'gradcheck/bare', '.2f'):>8}"
+            f"{_seconds(s, 'tbparse'):>10}{_ratio(s, 'tbparse/gradcheck', '.1f'):>6}"
+            f"{_seconds(s, 'accumulator'):>8}{_ratio(s, 'accumulator/gradcheck', '.1f'):>6}"
+            f"{(f'{peak:.0f}' if peak is not None else '-'):>11}"
+        )
+    return lines
+
+
+def _extra_lines(summaries: Sequence[DatasetSummary]) -> list[str]:
+    lines = []
+    for s in summaries:
+        for name, reader in s.readers.items():
+            if name in ("gradcheck-1job", "gradcheck-read", "accumulator-notf"):
+                lines.append(f"{s.dataset}: {name} {_seconds(s, name)} s")
+            for problem in reader.problems:
+                lines.append(f"{s.dataset}: {name}: PROBLEM: {problem}")
+        if "gradcheck-1job/gradcheck" in s.ratios:
+            lines.append(
+                f"{s.dataset}: speed-up of the default over --jobs 1:"
+                f" {s.ratios['gradcheck-1job/gradcheck']:.2f}x"
+            )
+    return lines
+
+
+def render(
+    summaries: Sequence[DatasetSummary],
+    targets: Sequence[Target],
+    facts: Mapping[str, Any],
+    args: argparse.Namespace,
+) -> str:
+    """The table of medians and ratios, the targets, and how loaded the machine was."""
+    lines = [
+        f"gradcheck benchmark, {facts['date']}, {facts['cpus']} CPUs,"
+        f" median of {args.repeats} runs, each reader its own process",
+        "x = that reader's time / gradcheck's; gc/bare = gradcheck's time / the bare loop's",
+        f"slow readers (tbparse, EventAccumulator) measured only up to {args.slow_max_size} logs",
+        "",
+        *_table(summaries),
+        "",
+        *_extra_lines(summaries),
+        "",
+        "targets:",
+    ]
+    for target in targets:
+        mark = "PASS" if target.passed else "FAIL"
+        lines.append(
+            f"  {mark}  {target.name:<36} {target.dataset:<15} {target.measured:>8.2f}"
+            f" (target {target.threshold:g})"
+        )
+    busiest = max(
+        (r.other_cpus for s in summaries for r in s.readers.values()),
+        default=0.0,
+    )
+    if busiest > BUSY_THRESHOLD:
+        lines.append(
+            f"MEASURED UNDER LOAD: other processes used up to {busiest:.1f} CPUs during some runs"
+        )
+    lines.append(
+        f"python start-up {facts['python_startup_seconds']} s;"
+        f" gradcheck start-up {facts.get('gradcheck_startup_seconds', '-')} s"
+    )
+    return "\n".join(lines)

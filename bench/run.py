@@ -1,0 +1,323 @@
+"""Time ``gradcheck analyze`` against reference readers on generated logs (issue 6).
+
+Every reader runs as its own process, on the same run directory, with the files in the page
+cache; readers alternate round-robin within each repeat and the median of the repeats is
+reported, with peak memory (see ``measure.py``) and the CPU that other processes used
+meanwhile (noise). Prints a table of ratios and writes everything to ``bench/results.json``.
+
+By default tbparse and EventAccumulator run only on the 40 MB logs (minutes and GBs of memory
+beyond), gradcheck and the bare loop on every size; the multi-file run compares
+``gradcheck --jobs 1`` with the default. ``make bench`` runs the defaults.
+
+    python bench/run.py --sizes 40MB --repeats 3 --readers gradcheck,bare,tbparse,accumulator
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: python bench/run.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import gen, report  # noqa: E402
+from bench.measure import Measurement, run_measured  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+READERS_SCRIPT = str(REPO / "bench" / "readers.py")
+UNSET_FOR_BENCHMARK = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # they slow a current numpy
+GRADCHECK_FLAGS = ("--format", "json", "--fail-on", "none", "--no-progress")
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A way to read a run directory, as a command line."""
+
+    name: str
+    slow: bool  # measured only up to --slow-max-size by default
+    command: Callable[[Path], list[str]]
+    description: str
+
+
+def _script_reader(name: str, slow: bool, description: str) -> Reader:
+    return Reader(name, slow, lambda path: [PYTHON, READERS_SCRIPT, name, str(path)], description)
+
+
+def _gradcheck(jobs: int | None) -> Callable[[Path], list[str]]:
+    extra = ["--jobs", str(jobs)] if jobs is not None else []
+    return lambda path: [PYTHON, "-m", "gradcheck", "analyze", str(path), *GRADCHECK_FLAGS, *extra]
+
+
+READERS: dict[str, Reader] = {
+    reader.name: reader
+    for reader in (
+        Reader("gradcheck", False, _gradcheck(None), "gradcheck analyze (JSON report)"),
+        Reader("gradcheck-1job", False, _gradcheck(1), "gradcheck analyze --jobs 1"),
+        _script_reader("gradcheck-read", False, "gradcheck.read() alone"),
+        _script_reader("bare", False, "struct framing + Event.FromString"),
+        _script_reader("tbparse", True, "tbparse SummaryReader"),
+        _script_reader("accumulator", True, "EventAccumulator, size_guidance 0 (TF installed)"),
+        _script_reader("accumulator-notf", True, "EventAccumulator without TensorFlow"),
+    )
+}
+DEFAULT_READERS = "gradcheck,bare,tbparse,accumulator"
+MULTI_READERS = ("gradcheck-1job", "gradcheck", "bare")
+
+
+@dataclass(frozen=True)
+class Result:
+    """One measured run of one reader on one dataset."""
+
+    dataset: str
+    reader: str
+    repeat: int
+    measurement: Measurement
+    values: int | None  # values the reader reported (None: not reported)
+    layers: int | None  # gradcheck: parameters in the report
+    verdicts: dict[str, int] | None  # gradcheck: layers per verdict
+    problem: str  # "" when the run succeeded and its output checked out
+
+
+def child_environment() -> dict[str, str]:
+    """The environment for measured processes: quiet TensorFlow, no GPU, OpenBLAS defaults."""
+    env = {k: v for k, v in os.environ.items() if k not in UNSET_FOR_BENCHMARK}
+    env.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+def gradcheck_help(env: dict[str, str]) -> str | None:
+    """``gradcheck analyze --help``, or None when the command does not exist yet."""
+    done = subprocess.run(
+        [PYTHON, "-m", "gradcheck", "analyze", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+    return done.stdout if done.returncode == 0 else None
+
+
+def warm_cache(info: gen.DatasetInfo) -> None:
+    """Read the dataset's files once so that every reader finds them in the page cache."""
+    for file in info.files:
+        with open(file, "rb") as stream:
+            while stream.read(1 << 24):
+                pass
+
+
+def _check_gradcheck(result_stdout: str, info: gen.DatasetInfo) -> tuple[int | None, dict, str]:
+    try:
+        document = json.loads(result_stdout)
+        layers = [layer for run in document["runs"] for layer in run["layers"]]
+    except (ValueError, KeyError, TypeError) as error:
+        return None, {}, f"gradcheck output is not the JSON report: {error}"
+    verdicts: dict[str, int] = {}
+    for layer in layers:
+        verdicts[layer["verdict"]] = verdicts.get(layer["verdict"], 0) + 1
+    problem = ""
+    if len(layers) != info.parameters:
+        problem = f"{len(layers)} layers reported, the log has {info.parameters} parameters"
+    return len(layers), verdicts, problem
+
+
+def _check_reader(result_stdout: str, info: gen.DatasetInfo) -> tuple[int | None, str]:
+    try:
+        values = int(json.loads(result_stdout.strip().splitlines()[-1])["values"])
+    except (ValueError, KeyError, IndexError, TypeError) as error:
+        return None, f"reader output unreadable: {error}"
+    expected = info.histograms + info.scalars
+    return values, "" if values == expected else f"{values} values read, the log has {expected}"
+
+
+def measure_once(
+    reader: Reader,
+    info: gen.DatasetInfo,
+    repeat: int,
+    scratch: Path,
+    env: dict[str, str],
+    timeout: float,
+) -> Result:
+    """Run ``reader`` once on ``info``'s run directory and check what it produced."""
+    out = scratch / f"{info.name}.{reader.name}.{repeat}.out"
+    measurement = run_measured(reader.command(Path(info.directory)), env, REPO, out, timeout)
+    values, layers, verdicts, problem = None, None, None, ""
+    if measurement.returncode != 0:
+        problem = f"exit status {measurement.returncode}: {measurement.stderr_tail[-300:]}"
+    elif reader.name.startswith("gradcheck") and reader.name != "gradcheck-read":
+        layers, verdicts, problem = _check_gradcheck(measurement.stdout, info)
+    else:
+        values, problem = _check_reader(measurement.stdout, info)
+    stored = Measurement(**{**asdict(measurement), "stdout": measurement.stdout[:2000]})
+    return Result(info.name, reader.name, repeat, stored, values, layers, verdicts, problem)
+
+
+def measure_dataset(
+    info: gen.DatasetInfo,
+    readers: Sequence[Reader],
+    repeats: int,
+    scratch: Path,
+    env: dict[str, str],
+    timeout: float,
+) -> list[Result]:
+    """All readers on one dataset, alternating, ``repeats`` rounds (order rotated each round)."""
+    warm_cache(info)
+    results = []
+    for repeat in range(repeats):
+        shift = repeat % len(readers)
+        for reader in [*readers[shift:], *readers[:shift]]:
+            result = measure_once(reader, info, repeat, scratch, env, timeout)
+            results.append(result)
+            status = f"  {result.problem}" if result.problem else ""
+            print(
+                f"  {info.name:<14} {reader.name:<16} #{repeat + 1}"
+                f" {result.measurement.wall_seconds:8.2f} s"
+                f" {result.measurement.tree_rss_mb:7.0f} MB"
+                f"  (others busy: {result.measurement.other_cpus:.1f} CPU){status}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return results
+
+
+def plan(args: argparse.Namespace, has_jobs: bool) -> list[tuple[str, list[Reader]]]:
+    """Which readers run on which dataset."""
+    readers = [READERS[name] for name in _split(args.readers)]
+    slow_max = gen.parse_size(args.slow_max_size)
+    work: list[tuple[str, list[Reader]]] = []
+    for name in gen.dataset_names(_split(args.sizes), _split(args.encodings), []):
+        spec = gen.parse_dataset(name)
+        chosen = [r for r in readers if not r.slow or spec.file_bytes <= slow_max]
+        if chosen:
+            work.append((name, chosen))
+    for name in gen.dataset_names([], _split(args.encodings), _split(args.multi)):
+        chosen = [READERS[r] for r in MULTI_READERS if has_jobs or r != "gradcheck-1job"]
+        work.append((name, chosen))
+    return work
+
+
+def _split(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _startup(command: list[str], env: dict[str, str], scratch: Path) -> float:
+    runs = [
+        run_measured(command, env, REPO, scratch / "startup.out", 60).wall_seconds for _ in range(3)
+    ]
+    return round(statistics.median(runs), 3)
+
+
+def environment_facts(env: dict[str, str], scratch: Path, help_text: str | None) -> dict:
+    """What the numbers depend on: machine, versions, interpreter and gradcheck start-up."""
+    versions = {}
+    for package in ("gradcheck", "tensorboard", "protobuf", "numpy", "tbparse", "google-crc32c"):
+        try:
+            from importlib.metadata import version
+
+            versions[package] = version(package)
+        except Exception:  # noqa: BLE001 - a missing package is reported as such
+            versions[package] = None
+    facts = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "versions": versions,
+        "unset": [name for name in UNSET_FOR_BENCHMARK if name in os.environ],
+        "load_average_at_start": os.getloadavg(),
+        "python_startup_seconds": _startup([PYTHON, "-c", "pass"], env, scratch),
+    }
+    if help_text is not None:
+        facts["gradcheck_startup_seconds"] = _startup(
+            [PYTHON, "-m", "gradcheck", "--version"], env, scratch
+        )
+    return facts
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--data", type=Path, default=gen.DATA_DIR, help="datasets (written if missing)"
+    )
+    parser.add_argument("--sizes", default="40MB,160MB,1GB", help="single-file log sizes")
+    parser.add_argument("--encodings", default="tensor,histo", help="tensor, histo or both")
+    parser.add_argument("--multi", default="4x40MB", help="multi-file layouts ('' for none)")
+    parser.add_argument("--readers", default=DEFAULT_READERS, help=f"of: {', '.join(READERS)}")
+    parser.add_argument("--slow-max-size", default="40MB", help="largest log for slow readers")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per reader and dataset")
+    parser.add_argument(
+        "--timeout", type=float, default=1800, help="seconds before a run is killed"
+    )
+    parser.add_argument("--json", type=Path, default=REPO / "bench" / "results.json")
+    args = parser.parse_args(argv)
+    unknown = set(_split(args.readers)) - set(READERS)
+    if unknown:
+        parser.error(f"unknown readers: {', '.join(sorted(unknown))}")
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    try:
+        gen.dataset_names(_split(args.sizes), _split(args.encodings), _split(args.multi))
+        gen.parse_size(args.slow_max_size)
+    except ValueError as error:
+        parser.error(str(error))
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Generate what is missing, measure, print the table, write the JSON."""
+    args = parse_args(argv)
+    env = child_environment()
+    help_text = gradcheck_help(env)
+    has_jobs = help_text is not None and "--jobs" in help_text
+    readers_wanted = _split(args.readers)
+    if help_text is None:
+        print(
+            "gradcheck analyze is not available: measuring the other readers only", file=sys.stderr
+        )
+        args.readers = ",".join(r for r in readers_wanted if not r.startswith("gradcheck"))
+    elif not has_jobs and args.multi:
+        print(
+            "gradcheck analyze has no --jobs option: multi-file speed-up not measured",
+            file=sys.stderr,
+        )
+    work = plan(args, has_jobs and help_text is not None)
+    results: list[Result] = []
+    infos: dict[str, gen.DatasetInfo] = {}
+    with tempfile.TemporaryDirectory(prefix="gradcheck-bench-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        facts = environment_facts(env, scratch, help_text)
+        for name, readers in work:
+            print(f"dataset {name}: writing if needed", file=sys.stderr, flush=True)
+            infos[name] = gen.ensure_dataset(args.data, name)
+            results += measure_dataset(
+                infos[name], readers, args.repeats, scratch, env, args.timeout
+            )
+    facts["load_average_at_end"] = os.getloadavg()
+    summary = report.summarise(results, infos)
+    targets = report.evaluate_targets(summary)
+    print(report.render(summary, targets, facts, args))
+    document = {
+        "meta": {**facts, "arguments": {k: str(v) for k, v in vars(args).items()}},
+        "datasets": {name: asdict(info) for name, info in infos.items()},
+        "summary": [asdict(item) for item in summary],
+        "targets": [asdict(item) for item in targets],
+        "runs": [asdict(result) for result in results],
+    }
+    args.json.write_text(json.dumps(document, indent=1) + "\n")
+    print(f"results written to {args.json}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
