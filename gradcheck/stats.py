@@ -261,35 +261,46 @@ def _moments_into(
     present: np.ndarray,
 ) -> None:
     """Mean, std, L2 norm and its relative error bound: exact from the proto, else from buckets."""
-    lo = np.where(counts > 0, lo, 0.0)  # empty (padding) buckets may hold any edge value
-    hi = np.where(counts > 0, hi, 0.0)
-    middle = (lo + hi) / 2
-    bucket_mean = (counts * middle).sum(axis=1) / total
-    # centred, so that a narrow distribution far from 0 keeps its spread (no cancellation)
-    deviation = middle - bucket_mean[:, None]
-    width = hi - lo
-    bucket_variance = (counts * (deviation * deviation + width * width / 12)).sum(axis=1) / total
-    squares = (counts * (lo * lo + lo * hi + hi * hi) / 3).sum(axis=1)
-    squares_low = (counts * np.where((lo <= 0) & (hi >= 0), 0.0, np.minimum(lo * lo, hi * hi))).sum(
-        axis=1
-    )
-    squares_high = (counts * np.maximum(lo * lo, hi * hi)).sum(axis=1)
     exact = present[:, 2:].all(axis=1) & np.isfinite(fields[:, 2:]).all(axis=1)
     exact &= fields[:, 2] > 0
     num = np.where(exact, fields[:, 2], 1.0)
-    mean = np.where(exact, fields[:, 3] / num, bucket_mean)
-    sum_squares = np.where(exact, fields[:, 4], squares)
-    exact_variance = sum_squares / num - mean * mean
-    variance = np.maximum(np.where(exact, exact_variance, bucket_variance), 0.0)
-    l2 = np.sqrt(np.maximum(sum_squares, 0.0))
-    bound_up = np.sqrt(squares_high) - l2
-    bound_down = l2 - np.sqrt(squares_low)
-    relative = np.maximum(bound_up, bound_down) / l2
-    relative = np.where((l2 == 0) & (squares_high == 0), 0.0, relative)
+    mean = fields[:, 3] / num
+    variance = fields[:, 4] / num - mean * mean
+    l2 = np.sqrt(np.maximum(fields[:, 4], 0.0))
+    bound = np.zeros(exact.shape)
+    estimated = ~exact
+    if estimated.any():
+        rows = np.flatnonzero(estimated)
+        moments = _bucket_moments(lo[rows], hi[rows], counts[rows], total[rows])
+        mean[rows], variance[rows], l2[rows], bound[rows] = moments
     out[:, COLUMN["mean"]] = mean
-    out[:, COLUMN["std"]] = np.sqrt(variance)
-    out[:, COLUMN["l2_norm"]] = np.where(total > 0, l2, np.where(exact, l2, np.nan))
-    out[:, COLUMN["l2_error_bound"]] = np.where(exact, 0.0, np.maximum(relative, 0.0))
+    out[:, COLUMN["std"]] = np.sqrt(np.maximum(variance, 0.0))
+    out[:, COLUMN["l2_norm"]] = l2
+    out[:, COLUMN["l2_error_bound"]] = bound
+
+
+def _bucket_moments(
+    lo: np.ndarray, hi: np.ndarray, counts: np.ndarray, total: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, variance, L2 norm (values uniform in each bucket) and the norm's relative bound."""
+    lo = np.where(counts > 0, lo, 0.0)  # empty (padding) buckets may hold any edge value
+    hi = np.where(counts > 0, hi, 0.0)
+    middle = (lo + hi) / 2
+    mean = (counts * middle).sum(axis=1) / total
+    # centred, so that a narrow distribution far from 0 keeps its spread (no cancellation)
+    deviation = middle - mean[:, None]
+    width = hi - lo
+    variance = (counts * (deviation * deviation + width * width / 12)).sum(axis=1) / total
+    lo_squared, hi_squared = lo * lo, hi * hi
+    squares = (counts * (lo_squared + lo * hi + hi_squared)).sum(axis=1) / 3
+    straddles = (lo <= 0) & (hi >= 0)
+    squares_low = (counts * np.where(straddles, 0.0, np.minimum(lo_squared, hi_squared))).sum(1)
+    squares_high = (counts * np.maximum(lo_squared, hi_squared)).sum(axis=1)
+    l2 = np.sqrt(squares)
+    relative = np.maximum(np.sqrt(squares_high) - l2, l2 - np.sqrt(squares_low)) / l2
+    relative = np.where(squares_high == 0, 0.0, np.maximum(relative, 0.0))
+    l2 = np.where(total > 0, l2, np.nan)
+    return mean, variance, l2, relative
 
 
 def _percentiles(
@@ -300,18 +311,24 @@ def _percentiles(
     vmin: np.ndarray,
     vmax: np.ndarray,
 ) -> np.ndarray:
-    """``[B, len(PERCENTILES)]`` by linear interpolation inside the bucket holding each rank."""
-    cumulative = np.cumsum(counts, axis=1)
-    rows = np.arange(counts.shape[0])
-    result = np.empty((counts.shape[0], len(PERCENTILES)))
-    for i, percentile in enumerate(PERCENTILES):
-        target = total * (percentile / 100.0)
-        bucket = (cumulative >= target[:, None]).argmax(axis=1)
-        below = cumulative[rows, bucket] - counts[rows, bucket]
-        inside = counts[rows, bucket]
-        fraction = np.where(inside > 0, (target - below) / inside, 0.0)
-        low, high = lo[rows, bucket], hi[rows, bucket]
-        result[:, i] = low + np.clip(fraction, 0.0, 1.0) * (high - low)
+    """``[B, len(PERCENTILES)]`` by linear interpolation inside the bucket holding each rank.
+
+    One ``searchsorted`` for the whole batch: each row's cumulative share lies in [0, 1], so
+    offsetting row ``i`` by ``2 i`` makes the batch one sorted array.
+    """
+    batch, width = counts.shape
+    share = np.cumsum(counts, axis=1) / np.where(total > 0, total, 1.0)[:, None]
+    offsets = 2.0 * np.arange(batch)
+    levels = np.array(PERCENTILES) / 100.0
+    targets = (offsets[:, None] + levels[None, :]).ravel()
+    flat = np.searchsorted((share + offsets[:, None]).ravel(), targets, side="left")
+    rows = np.repeat(np.arange(batch), levels.size)
+    bucket = np.clip(flat - rows * width, 0, width - 1)
+    inside = counts[rows, bucket]
+    below = share[rows, bucket] - inside / np.repeat(np.where(total > 0, total, 1.0), levels.size)
+    fraction = np.where(inside > 0, (targets - offsets[rows] - below) * total[rows] / inside, 0.0)
+    low, high = lo[rows, bucket], hi[rows, bucket]
+    result = (low + np.clip(fraction, 0.0, 1.0) * (high - low)).reshape(batch, levels.size)
     result = np.clip(result, vmin[:, None], vmax[:, None])
     result[total == 0] = np.nan
     return result

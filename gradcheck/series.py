@@ -1,0 +1,440 @@
+"""Stream, then reduce: reader records -> per-series arrays of per-step statistics (one run).
+
+:func:`reduce_records` consumes the reader's stream once. Histograms are buffered in batches of
+:data:`BATCH_SIZE` and reduced with :func:`gradcheck.stats.histogram_stats_batch` (one numpy
+pass per batch instead of a dozen small numpy calls per histogram); bucket arrays are dropped
+when their batch is reduced. Per step a series keeps its step (int64), wall time (float64), a
+64-bit fingerprint of the histogram (equal fingerprints: bit-identical histograms) and the
+float32 statistics of :data:`gradcheck.stats.STAT_NAMES`: 88 bytes a step, whatever the number
+of buckets. Finite values beyond float32's range are stored as +-float32 max, so only a
+non-finite input is stored as non-finite.
+
+Restarts (see ``gradcheck.reader``): when a series' step goes back to ``s`` (or repeats), the
+steps ``>= s`` kept so far are dropped and the newer data kept, as TensorBoard purges orphaned
+steps. :func:`merge` applies the same rule across per-file parts, so reducing files separately
+and merging them gives the same result as reducing the run's stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Record, ScalarRecord
+from gradcheck.stats import (
+    COLUMN,
+    FIELD_NAMES,
+    PERCENTILES,
+    STAT_NAMES,
+    histogram_stats_batch,
+)
+
+BATCH_SIZE = 512
+"""Histograms reduced together by one vectorised call."""
+
+SeriesKey = tuple[str, int]
+"""``(tag, index)``: ``index`` tells apart series written under one tag at one step."""
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+@dataclass(frozen=True, eq=False)
+class HistogramSeries:
+    """One histogram series of a run: per-step statistics, in step order."""
+
+    tag: str
+    index: int
+    encoding: str
+    steps: np.ndarray  # int64 [n]
+    wall_times: np.ndarray  # float64 [n]
+    stats: np.ndarray  # float32 [n, len(STAT_NAMES)]
+    fingerprints: np.ndarray  # uint64 [n]
+
+    def __len__(self) -> int:
+        return int(self.steps.size)
+
+    def column(self, name: str) -> np.ndarray:
+        """One statistic over the steps, as float64 (see :data:`gradcheck.stats.STAT_NAMES`)."""
+        return self.stats[:, COLUMN[name]].astype(np.float64)
+
+    def quantile_grid(self) -> np.ndarray:
+        """``[n, 9]`` float64: min, p1, p5, p25, p50, p75, p95, p99, max per step."""
+        columns = ["min", *(f"p{int(p):02d}" for p in PERCENTILES), "max"]
+        return self.stats[:, [COLUMN[c] for c in columns]].astype(np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class ScalarSeries:
+    """One scalar tag of a run, in step order."""
+
+    tag: str
+    steps: np.ndarray  # int64 [n]
+    values: np.ndarray  # float64 [n]
+
+    def __len__(self) -> int:
+        return int(self.steps.size)
+
+
+@dataclass(frozen=True, eq=False)
+class RunData:
+    """Everything analysis needs from one run; series in order of first appearance."""
+
+    run: str
+    files: tuple[str, ...]
+    file_infos: tuple[FileInfo, ...]
+    damages: tuple[Damage, ...]
+    notices: tuple[Notice, ...]
+    histograms: Mapping[SeriesKey, HistogramSeries]
+    scalars: Mapping[str, ScalarSeries]
+
+    @property
+    def steps(self) -> tuple[int, int] | None:
+        """First and last step of any histogram or scalar, or None when there is none."""
+        all_steps = [s.steps for s in self.histograms.values()]
+        all_steps += [s.steps for s in self.scalars.values()]
+        firsts = [int(steps[0]) for steps in all_steps if steps.size]
+        lasts = [int(steps[-1]) for steps in all_steps if steps.size]
+        return (min(firsts), max(lasts)) if firsts else None
+
+
+# --------------------------------------------------------------------------------------------
+# Growable per-series buffers (purge on restart)
+# --------------------------------------------------------------------------------------------
+
+
+class _Columns:
+    """Append-only columns with amortised growth; a step that goes back purges newer rows."""
+
+    __slots__ = ("arrays", "size")
+
+    def __init__(self, dtypes: Sequence[tuple[np.dtype, tuple[int, ...]]]) -> None:
+        self.arrays = [np.empty((8, *shape), dtype=dtype) for dtype, shape in dtypes]
+        self.size = 0
+
+    def prepare(self, step: int) -> int:
+        """Make room for a row at ``step`` (purging kept rows at steps >= it); its position."""
+        return self.prepare_block(step, 1)
+
+    def prepare_block(self, first_step: int, rows: int) -> int:
+        """Room for ``rows`` rows whose steps rise from ``first_step``; the first's position."""
+        size = self.size
+        steps = self.arrays[0]
+        if size and first_step <= steps[size - 1]:
+            size = int(np.searchsorted(steps[:size], first_step, side="left"))
+        if size + rows > steps.shape[0]:
+            self.arrays = [_grown(array, size, size + rows) for array in self.arrays]
+        self.size = size + rows
+        return size
+
+    def finish(self) -> list[np.ndarray]:
+        return [array[: self.size].copy() for array in self.arrays]
+
+
+def _grown(array: np.ndarray, size: int, needed: int) -> np.ndarray:
+    bigger = np.empty((max(16, size * 2, needed), *array.shape[1:]), dtype=array.dtype)
+    bigger[:size] = array[:size]
+    return bigger
+
+
+_HISTOGRAM_COLUMNS = (
+    (np.dtype(np.int64), ()),
+    (np.dtype(np.float64), ()),
+    (np.dtype(np.float32), (len(STAT_NAMES),)),
+    (np.dtype(np.uint64), ()),
+)
+_SCALAR_COLUMNS = ((np.dtype(np.int64), ()), (np.dtype(np.float64), ()))
+
+
+class _HistogramBuilder:
+    __slots__ = ("columns", "encoding", "key")
+
+    def __init__(self, key: SeriesKey, encoding: str) -> None:
+        self.key = key
+        self.encoding = encoding
+        self.columns = _Columns(_HISTOGRAM_COLUMNS)
+
+    def append(
+        self, steps: np.ndarray, wall_times: np.ndarray, rows: np.ndarray, fingerprints: np.ndarray
+    ) -> None:
+        """Append rows in stream order (steps that go back purge, as documented above)."""
+        if steps.size > 1 and not (np.diff(steps) > 0).all():
+            for i in range(steps.size):  # a restart inside the block: one row at a time
+                self.append(
+                    steps[i : i + 1],
+                    wall_times[i : i + 1],
+                    rows[i : i + 1],
+                    fingerprints[i : i + 1],
+                )
+            return
+        at = self.columns.prepare_block(int(steps[0]), steps.size)
+        end = at + steps.size
+        kept_steps, kept_walls, kept_stats, kept_fingerprints = self.columns.arrays
+        kept_steps[at:end] = steps
+        kept_walls[at:end] = wall_times
+        kept_stats[at:end] = rows
+        kept_fingerprints[at:end] = fingerprints
+
+    def build(self) -> HistogramSeries:
+        steps, walls, stats, fingerprints = self.columns.finish()
+        tag, index = self.key
+        return HistogramSeries(tag, index, self.encoding, steps, walls, stats, fingerprints)
+
+
+class _ScalarBuilder:
+    __slots__ = ("columns", "tag")
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.columns = _Columns(_SCALAR_COLUMNS)
+
+    def append(self, step: int, value: float) -> None:
+        at = self.columns.prepare(step)
+        steps, values = self.columns.arrays
+        steps[at] = step
+        values[at] = value
+
+    def build(self) -> ScalarSeries:
+        steps, values = self.columns.finish()
+        return ScalarSeries(self.tag, steps, values)
+
+
+# --------------------------------------------------------------------------------------------
+# Reduction
+# --------------------------------------------------------------------------------------------
+
+
+class _Reducer:
+    """The state of one :func:`reduce_records` pass."""
+
+    def __init__(self) -> None:
+        self.run = ""
+        self.files: dict[str, None] = {}
+        self.file_infos: list[FileInfo] = []
+        self.damages: list[Damage] = []
+        self.notices: list[Notice] = []
+        self.histograms: dict[SeriesKey, _HistogramBuilder] = {}
+        self.scalars: dict[str, _ScalarBuilder] = {}
+        self.pending: list[HistogramRecord] = []
+
+    def add(self, record: Record) -> None:
+        if isinstance(record, HistogramRecord):
+            self.pending.append(record)
+            if len(self.pending) >= BATCH_SIZE:
+                self.flush()
+        elif isinstance(record, ScalarRecord):
+            self._scalar(record)
+        elif isinstance(record, FileInfo):
+            self.file_infos.append(record)
+            self._saw_file(record.run, record.file)
+        elif isinstance(record, Damage):
+            self.damages.append(record)
+            self._saw_file(record.run, record.file)
+        elif isinstance(record, Notice):
+            self.notices.append(record)
+
+    def _saw_file(self, run: str, file: str) -> None:
+        self.run = self.run or run
+        self.files.setdefault(file, None)
+
+    def _scalar(self, record: ScalarRecord) -> None:
+        builder = self.scalars.get(record.tag)
+        if builder is None:
+            builder = self.scalars[record.tag] = _ScalarBuilder(record.tag)
+        builder.append(record.step, record.value)
+
+    def flush(self) -> None:
+        """Reduce the pending histograms and append their rows, in stream order."""
+        if not self.pending:
+            return
+        records, self.pending = self.pending, []
+        rows, fingerprints = reduce_histograms(records)
+        steps = np.fromiter((r.step for r in records), dtype=np.int64, count=len(records))
+        walls = np.fromiter((r.wall_time for r in records), dtype=np.float64, count=len(records))
+        members: dict[SeriesKey, list[int]] = {}
+        for i, record in enumerate(records):
+            key = (record.tag, record.index)
+            positions = members.get(key)
+            if positions is None:
+                members[key] = positions = []
+                if key not in self.histograms:
+                    self.histograms[key] = _HistogramBuilder(key, record.encoding)
+            positions.append(i)
+        for key, positions in members.items():
+            at = np.array(positions)
+            self.histograms[key].append(steps[at], walls[at], rows[at], fingerprints[at])
+        self.run = self.run or records[0].run
+
+    def finish(self) -> RunData:
+        self.flush()
+        return RunData(
+            run=self.run,
+            files=tuple(self.files),
+            file_infos=tuple(self.file_infos),
+            damages=tuple(self.damages),
+            notices=tuple(self.notices),
+            histograms={key: b.build() for key, b in self.histograms.items()},
+            scalars={tag: b.build() for tag, b in self.scalars.items()},
+        )
+
+
+def reduce_records(records: Iterable[Record]) -> RunData:
+    """Reduce one run's record stream (or one file's) to per-series arrays."""
+    reducer = _Reducer()
+    for record in records:
+        reducer.add(record)
+    return reducer.finish()
+
+
+def reduce_histograms(records: Sequence[HistogramRecord]) -> tuple[np.ndarray, np.ndarray]:
+    """float32 statistics ``[B, len(STAT_NAMES)]`` and uint64 fingerprints ``[B]`` of records.
+
+    Records are grouped by bucket count rounded up to a power of two and padded with empty
+    buckets, so that each group is one vectorised call.
+    """
+    sizes = np.fromiter((r.counts.size for r in records), dtype=np.int64, count=len(records))
+    widths = np.left_shift(1, np.ceil(np.log2(np.maximum(sizes, 1))).astype(np.int64))
+    rows = np.empty((len(records), len(STAT_NAMES)), dtype=np.float32)
+    fingerprints = np.empty(len(records), dtype=np.uint64)
+    for width in np.unique(widths).tolist():
+        members = np.flatnonzero(widths == width)
+        group = [records[i] for i in members.tolist()]
+        stats, group_fingerprints = _reduce_group(group, sizes[members], int(width))
+        rows[members] = _to_float32(stats)
+        fingerprints[members] = group_fingerprints
+    return rows, fingerprints
+
+
+def _reduce_group(
+    records: list[HistogramRecord], sizes: np.ndarray, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    count = len(records)
+    left = np.zeros((count, width))
+    right = np.zeros((count, width))
+    counts = np.zeros((count, width))
+    fields = np.zeros((count, len(FIELD_NAMES)))
+    present = np.zeros((count, len(FIELD_NAMES)), dtype=bool)
+    for i, record in enumerate(records):
+        size = record.counts.size
+        left[i, :size] = record.left
+        right[i, :size] = record.right
+        counts[i, :size] = record.counts
+        if record.encoding == "histo":
+            values = (record.min, record.max, record.num, record.sum, record.sum_squares)
+            if None in values:
+                present[i] = [value is not None for value in values]
+                fields[i] = [0.0 if value is None else value for value in values]
+            else:
+                present[i] = True
+                fields[i] = values
+    fingerprints = _fingerprints(left, right, counts, fields, sizes)
+    padding = np.arange(width)[None, :] >= sizes[:, None]
+    last_edge = right[np.arange(count), np.maximum(sizes - 1, 0)][:, None]
+    left = np.where(padding, last_edge, left)
+    right = np.where(padding, last_edge, right)
+    return histogram_stats_batch(left, right, counts, fields, present), fingerprints
+
+
+def _to_float32(stats: np.ndarray) -> np.ndarray:
+    """float64 -> float32, finite values clipped to float32's range (only inf stays inf)."""
+    finite = np.isfinite(stats)
+    clipped = np.where(finite, np.clip(stats, -_FLOAT32_MAX, _FLOAT32_MAX), stats)
+    return clipped.astype(np.float32)
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+_WEIGHTS = np.random.default_rng(20240917).integers(0, 2**63, size=(4, 8192), dtype=np.uint64)
+_WEIGHTS |= np.uint64(1)  # odd: a change in one element always changes the sum
+
+
+def _fingerprints(
+    left: np.ndarray,
+    right: np.ndarray,
+    counts: np.ndarray,
+    fields: np.ndarray,
+    sizes: np.ndarray,
+) -> np.ndarray:
+    """64-bit fingerprints of histograms (zero-padded): equal for bit-identical histograms."""
+    width = left.shape[1]
+    weights = _WEIGHTS if width <= _WEIGHTS.shape[1] else _more_weights(width)
+    total = np.zeros(left.shape[0], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for row, values in enumerate((left, right, counts)):
+            total += (_mixed(values) * weights[row, :width]).sum(axis=1, dtype=np.uint64)
+        total += (_mixed(fields) * weights[3, : fields.shape[1]]).sum(axis=1, dtype=np.uint64)
+        total += sizes.astype(np.uint64) * _MIX
+    return total
+
+
+def _mixed(values: np.ndarray) -> np.ndarray:
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
+    with np.errstate(over="ignore"):
+        mixed = bits * _MIX
+    return mixed ^ (mixed >> np.uint64(29))
+
+
+def _more_weights(width: int) -> np.ndarray:
+    weights = np.random.default_rng(width).integers(0, 2**63, size=(4, width), dtype=np.uint64)
+    return weights | np.uint64(1)
+
+
+# --------------------------------------------------------------------------------------------
+# Merge of per-file parts
+# --------------------------------------------------------------------------------------------
+
+
+def merge(parts: Sequence[RunData]) -> RunData:
+    """Merge the reductions of a run's files (in file order) into one, purging restarts."""
+    if not parts:
+        return reduce_records(())
+    if len(parts) == 1:
+        return parts[0]
+    histograms: dict[SeriesKey, HistogramSeries] = {}
+    scalars: dict[str, ScalarSeries] = {}
+    for part in parts:
+        for key, series in part.histograms.items():
+            kept = histograms.get(key)
+            histograms[key] = series if kept is None else _joined_histograms(kept, series)
+        for tag, scalar in part.scalars.items():
+            kept_scalar = scalars.get(tag)
+            scalars[tag] = scalar if kept_scalar is None else _joined_scalars(kept_scalar, scalar)
+    files = dict.fromkeys(file for part in parts for file in part.files)
+    return RunData(
+        run=next((part.run for part in parts if part.run), ""),
+        files=tuple(files),
+        file_infos=tuple(info for part in parts for info in part.file_infos),
+        damages=tuple(damage for part in parts for damage in part.damages),
+        notices=tuple(notice for part in parts for notice in part.notices),
+        histograms=histograms,
+        scalars=scalars,
+    )
+
+
+def _kept_before(kept_steps: np.ndarray, newer_steps: np.ndarray) -> int:
+    """How many kept rows survive newer data starting at ``newer_steps[0]``."""
+    if not newer_steps.size or not kept_steps.size or newer_steps[0] > kept_steps[-1]:
+        return int(kept_steps.size)
+    return int(np.searchsorted(kept_steps, newer_steps[0], side="left"))
+
+
+def _joined_histograms(kept: HistogramSeries, newer: HistogramSeries) -> HistogramSeries:
+    n = _kept_before(kept.steps, newer.steps)
+    return HistogramSeries(
+        tag=kept.tag,
+        index=kept.index,
+        encoding=kept.encoding,
+        steps=np.concatenate([kept.steps[:n], newer.steps]),
+        wall_times=np.concatenate([kept.wall_times[:n], newer.wall_times]),
+        stats=np.concatenate([kept.stats[:n], newer.stats]),
+        fingerprints=np.concatenate([kept.fingerprints[:n], newer.fingerprints]),
+    )
+
+
+def _joined_scalars(kept: ScalarSeries, newer: ScalarSeries) -> ScalarSeries:
+    n = _kept_before(kept.steps, newer.steps)
+    return ScalarSeries(
+        tag=kept.tag,
+        steps=np.concatenate([kept.steps[:n], newer.steps]),
+        values=np.concatenate([kept.values[:n], newer.values]),
+    )
