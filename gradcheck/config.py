@@ -1,0 +1,196 @@
+"""Thresholds of the verdicts: one frozen options object, loadable from TOML.
+
+Every default below says where it comes from. None was tuned to particular files: each is a
+published rule of thumb, a property of float arithmetic, or an order-of-magnitude margin
+chosen so that healthy training (gradients that shrink as the loss drops, a few early spikes,
+a classifier's large last-layer gradient, small BatchNorm gradients) stays clear of it.
+
+Configuration is read from ``--config FILE`` (a TOML file with the keys at top level or under
+``[tool.gradcheck]``) or, without it, from ``[tool.gradcheck]`` in ``./pyproject.toml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass, fields
+from typing import Any
+
+from gradcheck.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+FAIL_ON_CHOICES = ("nan", "exploding", "vanishing", "static", "any", "none")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Thresholds of the analysis (defaults documented field by field)."""
+
+    # --- exploding -----------------------------------------------------------------------
+    explode_factor: float = 100.0
+    """Gradient norm this many times its early baseline, sustained, is exploding. Two orders of
+    magnitude: healthy runs move within about one (warm-up, loss spikes, noise), and AUTOTRAINER
+    flags a first/last-layer gradient ratio above 70 (its beta_3)."""
+    explode_spike_factor: float = 1000.0
+    """A single logged step this many times the baseline is exploding even if not sustained."""
+    explode_sustain_steps: int = 3
+    """Consecutive logged steps above ``explode_factor`` that make a rise sustained (a rise that
+    runs into NaN/Inf or into the end of the log counts as sustained)."""
+    baseline_fraction: float = 0.1
+    """The early baseline is the median of the first 10% of logged steps (at least 3, at most
+    20): early enough to precede a blow-up, robust to one noisy step."""
+    grad_to_weight_ratio: float = 1000.0
+    """Gradient RMS this many times the weight RMS (median over the second half of the run)
+    is exploding: with any sane learning rate such a gradient moves the weights far more than
+    their own size. Three orders, because the gradient's scale depends on the loss reduction
+    (sum vs mean) and Adam-style optimizers normalise it away."""
+    weight_growth_factor: float = 100.0
+    """For parameters without logged gradients: weight RMS this many times its early value (and
+    the run's typical weight RMS) is exploding. Healthy weights grow a few times at most."""
+
+    # --- vanishing -----------------------------------------------------------------------
+    vanish_depth_ratio: float = 1e-3
+    """Gradient RMS (median over steps) below this fraction of the run's largest layer is
+    vanishing: AUTOTRAINER's beta_1 = 1e-3 for the first/last-layer gradient ratio. Per-element
+    RMS (not the norm) so that tensor size does not matter; sparse gradients are measured on
+    their non-zero part."""
+    vanish_absolute: float = 1e-7
+    """Gradient RMS below this, both early and typically, is vanishing: SageMaker Debugger's
+    ``vanishing_gradient`` rule and DeepDiagnosis use mean |g| < 1e-7 (RMS >= mean |g|, so this
+    is the stricter of the two)."""
+    vanish_decay_factor: float = 1e-3
+    """A gradient whose late level falls below this fraction of its early baseline is decaying
+    by orders of magnitude ..."""
+    vanish_decay_excess: float = 1e-2
+    """... but only counts as vanishing when it fell this much further than the training loss
+    (or, without a loss, than the run's median layer): a converging run's gradients shrink with
+    its loss (cross-entropy gradients roughly in proportion), which is not vanishing."""
+
+    # --- static --------------------------------------------------------------------------
+    static_movement: float = 1e-6
+    """Weights whose distribution moved less than this (Wasserstein-1 to the first logged step,
+    relative to the weights' spread) over the whole run are static. Float32 resolves about
+    1.2e-7 relative: an update below ~1e-6 of the weights' scale is lost to rounding."""
+    others_moving: float = 1e-4
+    """A weight is called static only while another weight of the run moved at least this much
+    (100x the static threshold): a log where nothing moves is an evaluation, not a bug."""
+
+    # --- clipping --------------------------------------------------------------------------
+    clip_pinned_tolerance: float = 1e-3
+    """Steps within 0.1% of the maximum global norm are at the ceiling. ``clip_grad_norm_`` and
+    ``tf.clip_by_global_norm`` rescale to the ceiling up to float rounding (~1e-6), while an
+    unclipped norm rarely repeats its maximum to 0.1%."""
+    clip_pinned_share: float = 0.1
+    """The global norm looks clipped when at least this share of steps sits at the ceiling."""
+    clip_suggest_percentile: float = 95.0
+    """Suggested clip norm: this percentile of the global norm over the healthy steps (before
+    any exploding onset or NaN), so that only the top 5% of healthy steps would be clipped."""
+
+    # --- options the command line can also take ------------------------------------------
+    grad_pattern: str | None = None
+    """Default for ``--grad-pattern`` (a regex with a ``(?P<name>...)`` group)."""
+    weight_pattern: str | None = None
+    """Default for ``--weight-pattern``."""
+    fail_on: str | None = None
+    """Default for ``--fail-on`` (comma list of nan, exploding, vanishing, static; any; none)."""
+
+    def __post_init__(self) -> None:
+        _check_positive(self)
+        if self.fail_on is not None:
+            unknown = {v.strip() for v in self.fail_on.split(",")} - set(FAIL_ON_CHOICES)
+            if unknown:
+                raise ConfigError(
+                    f"fail_on: unknown value(s) {', '.join(sorted(unknown))}; "
+                    f"choose from {', '.join(FAIL_ON_CHOICES)}"
+                )
+
+
+_FRACTIONS = ("baseline_fraction", "clip_pinned_share", "vanish_depth_ratio")
+_PATTERN_KEYS = ("grad_pattern", "weight_pattern", "fail_on")
+
+
+def _check_positive(config: Config) -> None:
+    for field in fields(config):
+        if field.name in _PATTERN_KEYS:
+            continue
+        value = getattr(config, field.name)
+        if not value > 0:
+            raise ConfigError(f"{field.name} must be a positive number, got {value!r}")
+        if field.name in _FRACTIONS and value > 1:
+            raise ConfigError(f"{field.name} must be at most 1, got {value!r}")
+    if not 0 < config.clip_suggest_percentile <= 100:
+        raise ConfigError("clip_suggest_percentile must be in (0, 100]")
+
+
+DEFAULT_CONFIG = Config()
+
+
+def config_from_mapping(values: dict[str, Any], source: str) -> Config:
+    """A Config from TOML keys (dashes or underscores), ConfigError on unknown keys or types."""
+    known = {field.name: field for field in fields(Config)}
+    changes: dict[str, Any] = {}
+    for raw_key, value in values.items():
+        key = raw_key.replace("-", "_")
+        if key not in known:
+            raise ConfigError(
+                f"{source}: unknown setting {raw_key!r}; known settings: {', '.join(sorted(known))}"
+            )
+        changes[key] = _typed(key, value, getattr(DEFAULT_CONFIG, key), source)
+    return dataclasses.replace(DEFAULT_CONFIG, **changes)
+
+
+def _typed(key: str, value: Any, default: Any, source: str) -> Any:
+    if key in _PATTERN_KEYS:
+        if key == "fail_on" and isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        if not isinstance(value, str):
+            raise ConfigError(f"{source}: {key} must be a string, got {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{source}: {key} must be a number, got {value!r}")
+    if isinstance(default, int) and not isinstance(default, bool):
+        if value != int(value):
+            raise ConfigError(f"{source}: {key} must be a whole number, got {value!r}")
+        return int(value)
+    return float(value)
+
+
+def load_config(path: str | None = None, *, cwd: str | None = None) -> Config:
+    """Thresholds from ``path`` (``--config``), else ``[tool.gradcheck]`` of ./pyproject.toml."""
+    if path is not None:
+        document = _read_toml(path)
+        if "tool" not in document:  # a gradcheck-only file: settings at top level
+            return config_from_mapping(document, path)
+        return _from_tool_section(document, path)
+    pyproject = os.path.join(cwd or os.getcwd(), "pyproject.toml")
+    if not os.path.isfile(pyproject):
+        return DEFAULT_CONFIG
+    return _from_tool_section(_read_toml(pyproject), pyproject)
+
+
+def _from_tool_section(document: dict[str, Any], path: str) -> Config:
+    """Settings under ``[tool.gradcheck]``; defaults when the file has no such table."""
+    tool = document.get("tool", {})
+    section = tool.get("gradcheck") if isinstance(tool, dict) else None
+    if section is None:
+        return DEFAULT_CONFIG
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: [tool.gradcheck] must be a table")
+    return config_from_mapping(section, f"{path} [tool.gradcheck]")
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as stream:
+            return tomllib.load(stream)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} does not exist") from exc
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
