@@ -130,8 +130,7 @@ def cli() -> None:
 @click.option("--output", "-o", metavar="FILE", help="Write the report to FILE, not stdout.")
 @click.option(
     "--fail-on",
-    default=DEFAULT_FAIL_ON,
-    show_default=True,
+    show_default=DEFAULT_FAIL_ON,
     metavar="LIST",
     help="Verdicts that make the exit status 1: comma list of nan, exploding, vanishing, "
     "static; or any; or none.",
@@ -148,7 +147,12 @@ def cli() -> None:
 @click.option("--layer", metavar="GLOB", help="Only parameters whose name or tag matches GLOB.")
 @click.option("--run", "run_glob", metavar="GLOB", help="Only runs whose path matches GLOB.")
 @click.option("--steps", metavar="A:B", help="Only steps A to B (inclusive; A: or :B open).")
-@click.option("--config", "config_path", metavar="FILE", help="Thresholds from a TOML file.")
+@click.option(
+    "--config",
+    "config_path",
+    metavar="FILE",
+    help="Thresholds from a TOML file (default: [tool.gradcheck] in ./pyproject.toml).",
+)
 @click.option("--grad-pattern", metavar="RE", help="Regex for gradient tags, group (?P<name>).")
 @click.option("--weight-pattern", metavar="RE", help="Regex for weight tags, group (?P<name>).")
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
@@ -159,7 +163,7 @@ def analyze(
     paths: tuple[str, ...],
     format_name: str,
     output: str | None,
-    fail_on: str,
+    fail_on: str | None,
     top: int,
     show_all: bool,
     layer: str | None,
@@ -180,10 +184,12 @@ def analyze(
     from gradcheck.tags import TagRules
 
     env = _env(ctx)
-    failing = parse_fail_on(fail_on)
+    config = load_config(config_path)  # options given on the command line win over it
+    failing = parse_fail_on(fail_on or config.fail_on or DEFAULT_FAIL_ON)
     window = StepWindow.parse(steps) if steps is not None else None
-    config = load_config(config_path)
-    rules = TagRules.from_patterns(grad_pattern, weight_pattern)
+    rules = TagRules.from_patterns(
+        grad_pattern or config.grad_pattern, weight_pattern or config.weight_pattern
+    )
     with _progress(env, enabled=not no_progress) as progress:
         report = run_analysis(
             list(paths),

@@ -7,12 +7,15 @@ stdout is not a terminal (plain text, 80 columns); only trailing spaces are norm
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from gradcheck import cli
+from gradcheck.config import DEFAULT_CONFIG, Config
+from gradcheck.gate import DEFAULT_FAIL_ON
 from gradcheck.report.interface import Env
 from gradcheck.report.json_format import SCHEMA_VERSION
 from gradcheck.status import ExitStatus
@@ -40,7 +43,9 @@ def normalise(text: str) -> list[str]:
 
 def run_gradcheck(*args: str) -> tuple[int, str]:
     """``gradcheck args`` in-process from the repository root, as piped to a file (80 columns)."""
-    result = CliRunner().invoke(cli.cli, list(args), obj=Env(width=80), catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli.cli, list(args), prog_name="gradcheck", obj=Env(width=80), catch_exceptions=False
+    )
     return result.exit_code, result.stdout
 
 
@@ -93,3 +98,17 @@ def test_readme_setup_commands_are_make_targets() -> None:
         assert re.search(rf"^{target}:", makefile, re.M), target
     demo = re.search(r"^demo:.*\n\t(.+)$", makefile, re.M)
     assert demo is not None and TRANSCRIPT_COMMAND in demo.group(1)
+
+
+def test_every_setting_is_documented_with_its_default() -> None:
+    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", README.split("<!-- config:")[1], re.M))
+    defaults = {field.name: getattr(DEFAULT_CONFIG, field.name) for field in fields(Config)}
+    assert set(rows) == set(defaults)
+    for name, default in defaults.items():
+        shown = rows[name].strip()
+        if name == "fail_on":
+            assert shown == f"`{DEFAULT_FAIL_ON}`" and default in (None, DEFAULT_FAIL_ON)
+        elif default is None:
+            assert shown == "none", name
+        else:
+            assert float(shown) == pytest.approx(default), name
