@@ -156,7 +156,7 @@ class _RunState:
                 message=(
                     f"tag {tag!r} is written {len(counts)} times at step {step} (element "
                     f"counts {shown}): kept as {len(counts)} series ({', '.join(names)}{more}); "
-                    "Keras 3.0-3.13 write every layer's kernel under one tag like this"
+                    "Keras 3.0-3.13 write all layers' kernels (biases, ...) under one tag like this"
                 ),
             )
         self.collisions.clear()
