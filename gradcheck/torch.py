@@ -11,7 +11,10 @@ otherwise writes NaN statistics, so whether a NaN reaches the log is luck. Here 
 tensor never raises: its histogram is written from its finite values (30 equal-width buckets, or
 ``bins`` if an integer) with the whole tensor's ``min``, ``max``, ``sum``, ``sum_squares`` and
 element count (so they show the NaN/Inf and the count exceeds the buckets' total, as PyTorch's
-own default encoding does), and its non-finite count is always logged as a scalar.
+own default encoding does), and its non-finite count is always logged as a scalar. A finite
+tensor the writer cannot bin faithfully (a range narrower than float spacing, values beyond the
+default bins' 1e20, as in an exploding run) gets the same equal-width histogram instead of an
+exception or dropped values.
 
 Works with ``torch.utils.tensorboard.SummaryWriter`` and ``tensorboardX.SummaryWriter``. Needs
 torch (``pip install 'gradcheck[torch]'``); this is the only gradcheck module importing it.
@@ -34,7 +37,8 @@ torch = require("torch", extra="torch", helper="gradcheck.torch")
 
 __all__ = ["GradientSummary", "log_gradients"]
 
-NONFINITE_BUCKETS = 30  # buckets of the histogram of a non-finite tensor's finite values
+FALLBACK_BUCKETS = 30  # equal-width buckets when the writer's binning cannot be used
+TF_BINS_LIMIT = 1e20  # the largest edge of PyTorch's and tensorboardX's default bins
 
 
 class GradientSummary(NamedTuple):
@@ -131,24 +135,35 @@ def _log_tensor(
     nonfinite = int(torch.count_nonzero(~torch.isfinite(values)))
     if histograms:
         histogram_tag = logtags.tag(tags.histogram, name)
-        if nonfinite:
-            _add_nonfinite_histogram(writer, histogram_tag, values, squared_norm, step, bins)
-        else:
-            writer.add_histogram(histogram_tag, values.cpu(), step, bins=bins)
+        if nonfinite or not _add_histogram(writer, histogram_tag, values, step, bins):
+            flat = values.reshape(-1).cpu().numpy()
+            _add_raw_histogram(writer, histogram_tag, flat, squared_norm, step, bins)
     writer.add_scalar(logtags.tag(tags.norm, name), math.sqrt(squared_norm), step)
     writer.add_scalar(logtags.tag(tags.nonfinite, name), nonfinite, step)
     return squared_norm, nonfinite
 
 
-def _add_nonfinite_histogram(
-    writer: Any, tag: str, values: Any, squared_norm: float, step: int, bins: str | int
+def _add_histogram(writer: Any, tag: str, values: Any, step: int, bins: str | int) -> bool:
+    """The writer's own histogram; ``False`` when it would fail or lose values: numpy cannot
+    bin a range too narrow for float spacing, and the exponential ``"tensorflow"`` bins end at
+    1e20 and silently drop larger values (their count would then pass for NaNs)."""
+    if bins == "tensorflow" and values.numel() and float(values.abs().max()) >= TF_BINS_LIMIT:
+        return False
+    try:
+        writer.add_histogram(tag, values.cpu(), step, bins=bins)
+    except ValueError:
+        return False
+    return True
+
+
+def _add_raw_histogram(
+    writer: Any, tag: str, flat: np.ndarray, squared_norm: float, step: int, bins: str | int
 ) -> None:
-    """Histogram of the finite values, with the whole tensor's (non-finite) statistics."""
-    flat = values.reshape(-1).cpu().numpy()
+    """Equal-width buckets over the finite values, with the whole tensor's statistics."""
     finite = flat[np.isfinite(flat)]
     if finite.size:
-        bucket_count = bins if isinstance(bins, int) else NONFINITE_BUCKETS
-        counts, edges = np.histogram(finite, bins=bucket_count)
+        edges = equal_width_edges(finite.min(), finite.max(), bins if isinstance(bins, int) else 0)
+        counts, _ = np.histogram(finite, bins=edges)
         limits, bucket_counts = edges[1:].tolist(), counts.astype(np.float64).tolist()
     else:  # nothing finite to bucket: one empty bucket keeps the series going
         limits, bucket_counts = [float(np.max(flat))], [0.0]
@@ -163,3 +178,15 @@ def _add_nonfinite_histogram(
         bucket_counts=bucket_counts,
         global_step=step,
     )
+
+
+def equal_width_edges(low: float, high: float, buckets: int = 0) -> np.ndarray:
+    """``buckets`` (default :data:`FALLBACK_BUCKETS`) equal-width bucket edges from ``low`` to
+    ``high``, computed on a scale where ``high - low`` cannot overflow; one bucket when
+    ``low == high``. Edges never decrease (they may repeat for a range below float spacing)."""
+    if low == high:
+        return np.array([low, high], dtype=np.float64)
+    scale = max(abs(low), abs(high))
+    edges = np.linspace(low / scale, high / scale, (buckets or FALLBACK_BUCKETS) + 1) * scale
+    edges[0], edges[-1] = low, high
+    return np.maximum.accumulate(edges)

@@ -156,3 +156,33 @@ def test_bad_arguments_raise_input_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="named_parameters"):
         log_gradients(writer, [np.zeros(3)], step=0)
     writer.close()
+
+
+@pytest.mark.parametrize(
+    ("values", "bins"),
+    [
+        ([1e20, 1e20 + 2**15, 1e20], 64),  # narrower than float spacing: numpy cannot bin it
+        ([3e38, -3e38, 1.0], "tensorflow"),  # beyond the default bins' 1e20: would be dropped
+        ([5e21, 1.0, 2.0], "tensorflow"),
+    ],
+)
+def test_finite_values_the_writer_cannot_bin_are_all_bucketed(
+    tmp_path: Path, values: list[float], bins: str | int
+) -> None:
+    parameter = torch.nn.Parameter(torch.tensor(values, dtype=torch.float64))
+    writer = _torch_writer(tmp_path)
+    log_gradients(writer, [("p", parameter)], step=0, bins=bins)
+    writer.close()
+    histogram = read_logs(tmp_path).histograms["weights/p"][0]
+    assert histogram.num == bucket_total(histogram) == len(values)  # no value lost or "NaN"
+    assert histogram.min == min(values) and histogram.max == max(values)
+
+
+def test_equal_width_edges_survive_extreme_ranges() -> None:
+    from gradcheck.torch import FALLBACK_BUCKETS, equal_width_edges
+
+    wide = equal_width_edges(-1.7e308, 1.7e308, 4)
+    assert wide.tolist() == [-1.7e308, -8.5e307, 0.0, 8.5e307, 1.7e308]
+    narrow = equal_width_edges(1.0, 1.0 + 2**-52)
+    assert len(narrow) == FALLBACK_BUCKETS + 1 and np.all(np.diff(narrow) >= 0)
+    assert equal_width_edges(2.5, 2.5).tolist() == [2.5, 2.5]
