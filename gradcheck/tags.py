@@ -200,3 +200,64 @@ _HELD_OUT_WORDS = re.compile(r"val|test|eval|valid", re.IGNORECASE)
 def training_loss_rank(tag: str) -> int:
     """Lower is a better training-loss candidate: validation/test losses rank after train ones."""
     return 1 if _HELD_OUT_WORDS.search(tag) else 0
+
+
+# --------------------------------------------------------------------------------------------
+# Pairing
+# --------------------------------------------------------------------------------------------
+
+SeriesKey = tuple[str, int]
+"""``(tag, index)`` of a histogram series; ``index`` > 0 for Keras 3 tag collisions."""
+
+
+@dataclass(frozen=True)
+class ParameterTags:
+    """The series that describe one parameter, under its normalised name."""
+
+    name: str
+    depth: int  # order of first appearance (0 = first)
+    weight: SeriesKey | None = None
+    gradient: SeriesKey | None = None
+    weight_norm: str | None = None  # scalar tags written by gradcheck's logging helpers
+    grad_norm: str | None = None
+    weight_nonfinite: str | None = None
+    grad_nonfinite: str | None = None
+
+
+_SCALAR_FIELDS: dict[str, str] = {
+    "weight_norm": "weight_norm",
+    "grad_norm": "grad_norm",
+    "weight_nonfinite": "weight_nonfinite",
+    "grad_nonfinite": "grad_nonfinite",
+}
+
+
+def pair_parameters(
+    histogram_keys: list[SeriesKey], scalar_tags: list[str], rules: TagRules | None = None
+) -> list[ParameterTags]:
+    """Group weight and gradient series (and per-parameter scalars) into parameters.
+
+    ``histogram_keys`` and ``scalar_tags`` are in order of first appearance; parameters are
+    numbered in that order (histograms first). Series of a colliding tag (``index`` > 0) get
+    ``#index`` after their name, as the reader names them. ``other`` series are left out.
+    """
+    rules = rules or DEFAULT_RULES
+    found: dict[str, dict[str, object]] = {}
+    for tag, index in histogram_keys:
+        role, name = rules.classify(tag)
+        if role == "other":
+            continue
+        name = f"{name}#{index}" if index else name
+        slot = "gradient" if role == "gradient" else "weight"
+        if slot in found.get(name, {}):
+            name = tag if not index else f"{tag}#{index}"  # two series claim one name
+        found.setdefault(name, {})[slot] = (tag, index)
+    for tag in scalar_tags:
+        scalar = scalar_role(tag)
+        if scalar is None or scalar.name is None or scalar.kind not in _SCALAR_FIELDS:
+            continue
+        found.setdefault(scalar.name, {}).setdefault(_SCALAR_FIELDS[scalar.kind], tag)
+    return [
+        ParameterTags(name=name, depth=depth, **slots)  # type: ignore[arg-type]
+        for depth, (name, slots) in enumerate(found.items())
+    ]

@@ -9,6 +9,7 @@ from gradcheck.tags import (
     ScalarRole,
     TagRules,
     classify_tag,
+    pair_parameters,
     parameter_name,
     scalar_role,
     training_loss_rank,
@@ -152,3 +153,30 @@ def test_scalar_roles(tag: str, role: ScalarRole | None) -> None:
 def test_training_losses_rank_before_validation_losses() -> None:
     tags = ["val_loss", "Loss/test", "loss", "epoch_loss"]
     assert sorted(tags, key=training_loss_rank)[:2] == ["loss", "epoch_loss"]
+
+
+def test_pairing_groups_series_and_scalars_in_order_of_appearance() -> None:
+    histograms = [
+        ("weights/fc1.weight", 0),
+        ("gradients/fc1.weight", 0),
+        ("layer1/activations", 0),
+        ("fc2.weight", 0),
+        ("Gradients_fc2.weight", 0),
+        ("kernel/histogram", 0),
+        ("kernel/histogram", 1),
+    ]
+    scalars = ["loss", "gradient_norm/fc1.weight", "weight_norm/fc1.weight", "weight_norm/fc3"]
+    params = pair_parameters(histograms, scalars)
+    assert [p.name for p in params] == ["fc1.weight", "fc2.weight", "kernel", "kernel#1", "fc3"]
+    assert [p.depth for p in params] == [0, 1, 2, 3, 4]
+    fc1 = params[0]
+    assert fc1.weight == ("weights/fc1.weight", 0) and fc1.gradient == ("gradients/fc1.weight", 0)
+    assert fc1.grad_norm == "gradient_norm/fc1.weight"
+    assert fc1.weight_norm == "weight_norm/fc1.weight"
+    assert params[3].weight == ("kernel/histogram", 1) and params[3].gradient is None
+    assert params[4].weight is None and params[4].weight_norm == "weight_norm/fc3"
+
+
+def test_pairing_keeps_two_weights_that_normalise_to_one_name_apart() -> None:
+    params = pair_parameters([("dense/kernel:0", 0), ("dense/kernel_0", 0)], [])
+    assert [p.name for p in params] == ["dense/kernel", "dense/kernel_0"]

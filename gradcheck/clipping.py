@@ -1,0 +1,137 @@
+"""The run's global gradient norm over time: is it clipped, and what clip norm would fit.
+
+The global norm comes from a scalar when the run logged one (``gradient_norm/global`` from
+gradcheck's helpers, ``train/grad_norm`` from the HF Trainer, ...), else it is formed as
+``sqrt(sum of squared per-parameter gradient norms)`` at the steps where every parameter's
+gradient was logged. A norm *pinned at a constant ceiling* (a share of steps within a small
+tolerance of the maximum) is what clip-by-global-norm leaves behind when gradients are logged
+after clipping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gradcheck.config import Config
+from gradcheck.model import ClipInfo
+from gradcheck.series import RunData, ScalarSeries
+from gradcheck.signals import Parameter
+from gradcheck.tags import scalar_role
+
+TREND_POINTS = 24
+
+
+@dataclass(frozen=True, eq=False)
+class GlobalNorm:
+    """A global gradient norm series and where it came from."""
+
+    source: str
+    steps: np.ndarray
+    values: np.ndarray
+    exact: bool
+
+
+def global_norms(data: RunData, parameters: list[Parameter]) -> list[GlobalNorm]:
+    """Every global norm series the run offers: logged scalars first, then the formed one."""
+    found = [_from_scalar(s) for s in data.scalars.values() if _is_global_norm(s.tag)]
+    found.sort(key=lambda g: (g.source != "scalar gradient_norm/global", g.source))
+    formed = _formed(parameters)
+    return [*found, formed] if formed is not None else found
+
+
+def _is_global_norm(tag: str) -> bool:
+    role = scalar_role(tag)
+    return role is not None and role.kind == "global_grad_norm"
+
+
+def _from_scalar(series: ScalarSeries) -> GlobalNorm:
+    return GlobalNorm(f"scalar {series.tag}", series.steps, series.values, exact=True)
+
+
+def _formed(parameters: list[Parameter]) -> GlobalNorm | None:
+    gradients = [p.gradient for p in parameters if p.gradient is not None]
+    if not gradients:
+        return None
+    common = gradients[0].steps
+    for gradient in gradients[1:]:
+        common = np.intersect1d(common, gradient.steps)
+    if common.size == 0:
+        return None
+    squares = np.zeros(common.size)
+    for gradient in gradients:
+        norms = gradient.norm[np.searchsorted(gradient.steps, common)]
+        squares += norms * norms
+    source = f"formed from {len(gradients)} gradient series"
+    exact = all(g.exact for g in gradients)
+    return GlobalNorm(source, common, np.sqrt(squares), exact)
+
+
+def pinned_ceiling(values: np.ndarray, config: Config) -> float | None:
+    """The ceiling a norm is pinned at, or None when it does not look clipped."""
+    finite = values[np.isfinite(values) & (values > 0)]
+    if finite.size < 3:
+        return None
+    ceiling = float(finite.max())
+    at_ceiling = np.abs(finite - ceiling) <= config.clip_pinned_tolerance * ceiling
+    if at_ceiling.sum() >= 2 and at_ceiling.mean() >= config.clip_pinned_share:
+        return ceiling
+    return None
+
+
+def clip_info(
+    norms: list[GlobalNorm], config: Config, healthy_before: int | None
+) -> ClipInfo | None:
+    """Clipping summary of the first usable global norm; pinned if any of them is pinned."""
+    usable = [g for g in norms if np.isfinite(g.values).sum() >= 3]
+    if not usable:
+        return None
+    main = usable[0]
+    pinned = [(g, c) for g in usable if (c := pinned_ceiling(g.values, config)) is not None]
+    finite = main.values[np.isfinite(main.values)]
+    healthy = main.values[np.isfinite(main.values)]
+    healthy_steps = main.steps[np.isfinite(main.values)]
+    if healthy_before is not None:
+        healthy = healthy[healthy_steps < healthy_before]
+    suggested, rule = _suggestion(healthy, config, healthy_before)
+    source = main.source
+    if pinned and pinned[0][0] is not main:
+        source += f"; pinned in the {pinned[0][0].source}"
+    return ClipInfo(
+        source=source,
+        steps=(int(main.steps[0]), int(main.steps[-1])),
+        median=float(np.median(finite)),
+        p99=float(np.percentile(finite, 99)),
+        maximum=float(main.values.max()) if np.isfinite(main.values).all() else float("nan"),
+        clipped=bool(pinned),
+        ceiling=pinned[0][1] if pinned else None,
+        suggested_clip_norm=suggested,
+        rule=rule,
+        trend=downsample(main.values),
+    )
+
+
+def _suggestion(
+    healthy: np.ndarray, config: Config, healthy_before: int | None
+) -> tuple[float | None, str]:
+    percentile = config.clip_suggest_percentile
+    window = "all steps" if healthy_before is None else f"the steps before {healthy_before}"
+    if healthy.size < 3:
+        return None, f"too few healthy steps ({window}) to suggest a clip norm"
+    value = float(np.percentile(healthy, percentile))
+    rounded = float(f"{value:.2g}")
+    rule = (
+        f"{percentile:g}th percentile of the global norm over {healthy.size} healthy steps "
+        f"({window}), 2 significant digits: only the largest {100 - percentile:g}% of healthy "
+        "steps would be clipped"
+    )
+    return rounded, rule
+
+
+def downsample(values: np.ndarray, points: int = TREND_POINTS) -> tuple[float, ...]:
+    """At most ``points`` values for a sparkline: the largest of each bin, NaN if any is bad."""
+    if values.size <= points:
+        return tuple(float(v) for v in values)
+    bins = np.array_split(values, points)
+    return tuple(float("nan") if not np.isfinite(b).all() else float(b.max()) for b in bins)

@@ -1,0 +1,331 @@
+"""Verdicts for one run: reduced series -> a RunReport with every parameter ranked.
+
+``analyze_run`` pairs the run's series into parameters (:mod:`gradcheck.tags`), derives their
+signals (:mod:`gradcheck.signals`), measures the run as a whole (largest gradient, loss,
+weight movements, clipping), applies one rule per verdict (:mod:`gradcheck.verdicts`) and
+ranks the results: NaN above exploding above vanishing above static, and within a kind by how
+far past its threshold. A parameter's verdict is its most severe flag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from gradcheck import hints
+from gradcheck.clipping import GlobalNorm, clip_info, downsample, global_norms, pinned_ceiling
+from gradcheck.config import DEFAULT_CONFIG, Config
+from gradcheck.model import VERDICTS, LayerResult, RunReport, Verdict
+from gradcheck.series import RunData, ScalarSeries
+from gradcheck.signals import (
+    Movement,
+    Parameter,
+    before,
+    movement,
+    parameter_signals,
+    run_weight_spread,
+)
+from gradcheck.tags import DEFAULT_RULES, TagRules, pair_parameters, scalar_role, training_loss_rank
+from gradcheck.verdicts import (
+    Finding,
+    RunContext,
+    early_and_late,
+    find_exploding,
+    find_nan,
+    find_static,
+    find_vanishing,
+    grad_to_weight,
+    gradient_level,
+    rank_nan,
+)
+
+__all__ = ["DEFAULT_CONFIG", "analyze_run"]
+
+Rule = Callable[[Parameter, RunContext], "Finding | None"]
+BLOW_UP_RULES: tuple[Rule, ...] = (find_nan, find_exploding)
+QUIET_RULES: tuple[Rule, ...] = (find_vanishing, find_static)
+
+
+def analyze_run(
+    data: RunData, config: Config = DEFAULT_CONFIG, rules: TagRules = DEFAULT_RULES
+) -> RunReport:
+    """Verdicts on every parameter of one run, ranked worst first."""
+    tags = pair_parameters(list(data.histograms), list(data.scalars), rules)
+    parameters = [parameter_signals(data, t) for t in tags]
+    norms = global_norms(data, parameters)
+    context = run_context(data, parameters, config, norms)
+    findings = {p.name: _findings(p, context, BLOW_UP_RULES) for p in parameters}
+    _rank_nan_findings(parameters, findings)
+    # Vanishing and static are judged on the healthy steps only: after a blow-up, saturated
+    # units give zero gradients and NaN weights stop moving, which says nothing new.
+    healthy_before = _first_trouble(findings)
+    healthy = [before(p, healthy_before) for p in parameters]
+    healthy_context = run_context(data, healthy, config, norms)
+    for parameter in healthy:
+        findings[parameter.name] += _findings(parameter, healthy_context, QUIET_RULES)
+    context = dataclasses.replace(context, movements=healthy_context.movements)
+    layers = [_layer_result(p, findings[p.name], context) for p in parameters]
+    layers.sort(key=lambda layer: (-layer.severity, layer.depth))
+    counts: dict[str, int] = {v: sum(layer.verdict == v for layer in layers) for v in VERDICTS}
+    return RunReport(
+        run=data.run,
+        files=data.files,
+        steps=data.steps,
+        writers=tuple(dict.fromkeys(i.writer for i in data.file_infos if i.writer)),
+        warnings=_warnings(data),
+        layers=tuple(layers),
+        clipping=clip_info(norms, config, healthy_before),
+        counts=counts,
+    )
+
+
+def _findings(parameter: Parameter, context: RunContext, rules: tuple[Rule, ...]) -> list[Finding]:
+    return [f for rule in rules if (f := rule(parameter, context)) is not None]
+
+
+def _warnings(data: RunData) -> tuple[str, ...]:
+    lines = [f"{os.path.basename(d.file)}: {d.message}" for d in data.damages]
+    lines += [f"{os.path.basename(n.file)}: {n.message}" for n in data.notices]
+    return tuple(lines)
+
+
+def _rank_nan_findings(parameters: list[Parameter], findings: dict[str, list[Finding]]) -> None:
+    nan = [(p, f) for p in parameters for f in findings[p.name] if f.verdict == "nan"]
+    for parameter, ranked in rank_nan(nan):
+        findings[parameter.name] = [
+            ranked if f.verdict == "nan" else f for f in findings[parameter.name]
+        ]
+
+
+def _first_trouble(findings: Mapping[str, list[Finding]]) -> int | None:
+    """The earliest exploding onset or NaN step of the run: healthy steps end there."""
+    steps = [
+        f.first_bad_step
+        for found in findings.values()
+        for f in found
+        if f.verdict in ("nan", "exploding") and f.first_bad_step is not None
+    ]
+    return min(steps) if steps else None
+
+
+# --------------------------------------------------------------------------------------------
+# The run as a whole
+# --------------------------------------------------------------------------------------------
+
+
+def run_context(
+    data: RunData, parameters: list[Parameter], config: Config, norms: list[GlobalNorm]
+) -> RunContext:
+    """Everything the rules compare a parameter with."""
+    levels = {p.name: gradient_level(p) for p in parameters}
+    finite_levels = {name: level for name, level in levels.items() if np.isfinite(level)}
+    largest_name = max(finite_levels, key=finite_levels.__getitem__, default="")
+    early_levels, decays = [], []
+    for p in parameters:
+        if p.gradient is not None:
+            early, late, finite = early_and_late(p.gradient.rms, config)
+            early_levels.append(early)
+            if finite.size >= 6 and early > 0:
+                decays.append(late / early)
+    loss = training_loss(data)
+    movements = _movements(parameters)
+    ceilings = [c for g in norms if (c := pinned_ceiling(g.values, config)) is not None]
+    return RunContext(
+        config=config,
+        parameter_count=len(parameters),
+        largest_level=finite_levels.get(largest_name, float("nan")),
+        largest_name=largest_name,
+        largest_early_level=float(np.nanmax(early_levels)) if early_levels else float("nan"),
+        typical_weight_rms=_typical_weight_rms(parameters, config),
+        median_decay=float(np.median(decays)) if decays else 1.0,
+        loss_tag=loss.tag if loss is not None else None,
+        loss_ratio=_loss_ratio(loss, config),
+        loss_nan_step=_first_nonfinite_step(loss),
+        last_step=data.steps[1] if data.steps else None,
+        movements=movements,
+        clip_ceiling=ceilings[0] if ceilings else None,
+        moving_stats_moved=_moving_stats_moved(movements, config),
+    )
+
+
+def training_loss(data: RunData) -> ScalarSeries | None:
+    """The run's training loss scalar: a loss tag, training before validation, longest first."""
+    candidates = [
+        s
+        for s in data.scalars.values()
+        if (r := scalar_role(s.tag)) and r.kind == "loss" and len(s)
+    ]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda s: (training_loss_rank(s.tag), -len(s)))
+
+
+def _is_loss(tag: str) -> bool:
+    role = scalar_role(tag)
+    return role is not None and role.kind == "loss"
+
+
+def _first_nonfinite_step(series: ScalarSeries | None) -> int | None:
+    if series is None:
+        return None
+    bad = ~np.isfinite(series.values)
+    return int(series.steps[np.argmax(bad)]) if bad.any() else None
+
+
+def _loss_ratio(loss: ScalarSeries | None, config: Config) -> float | None:
+    """Late / early training loss, when the loss is positive (a ratio means something)."""
+    if loss is None:
+        return None
+    values = loss.values[np.isfinite(loss.values)]
+    if values.size < 6 or (values <= 0).any():
+        return None
+    early, late, _ = early_and_late(values, config)
+    return late / early
+
+
+def _typical_weight_rms(parameters: list[Parameter], config: Config) -> float:
+    levels = []
+    for p in parameters:
+        if p.weight is not None:
+            early, _, _ = early_and_late(p.weight.rms, config)
+            if early > 0:
+                levels.append(early)
+    return float(np.median(levels)) if levels else 0.0
+
+
+def _movements(parameters: list[Parameter]) -> dict[str, Movement]:
+    spread = run_weight_spread(parameters)
+    found = {}
+    for p in parameters:
+        if p.weight is not None and (m := movement(p.weight, spread)) is not None:
+            found[p.name] = m
+    return found
+
+
+def _moving_stats_moved(movements: Mapping[str, Movement], config: Config) -> dict[str, bool]:
+    moved: dict[str, bool] = {}
+    for name, m in movements.items():
+        if hints.parameter_kind(name) == "bn_moving":
+            layer = hints.layer_of(name)
+            did = not m.bit_identical and max(m.from_first, m.norm_change) >= config.static_movement
+            moved[layer] = moved.get(layer, False) or did
+    return moved
+
+
+# --------------------------------------------------------------------------------------------
+# One parameter's result
+# --------------------------------------------------------------------------------------------
+
+
+def _layer_result(
+    parameter: Parameter, findings: list[Finding], context: RunContext
+) -> LayerResult:
+    order = {verdict: i for i, verdict in enumerate(VERDICTS)}
+    findings = sorted(findings, key=lambda f: order[f.verdict])
+    flags: tuple[Verdict, ...] = tuple(dict.fromkeys(f.verdict for f in findings))
+    numbers = _numbers(parameter, context)
+    for finding in findings:
+        numbers.update(finding.numbers)
+    trend, trend_of = _trend(parameter)
+    tags = parameter.tags
+    return LayerResult(
+        name=parameter.name,
+        weight_tag=_display_tag(tags.weight) or tags.weight_norm,
+        grad_tag=_display_tag(tags.gradient) or tags.grad_norm,
+        verdict=flags[0] if flags else "ok",
+        flags=flags,
+        severity=max((f.severity for f in findings), default=0.0),
+        first_bad_step=_first_bad_step(findings),
+        evidence="; also ".join(f"{f.verdict}: {f.evidence}" for f in findings),
+        hint=_hint(findings),
+        depth=tags.depth,
+        stats={key: _json_safe(value) for key, value in numbers.items()},
+        trend=trend,
+        trend_of=trend_of,
+    )
+
+
+def _display_tag(key: tuple[str, int] | None) -> str | None:
+    if key is None:
+        return None
+    tag, index = key
+    return tag if index == 0 else f"{tag}#{index}"
+
+
+def _first_bad_step(findings: list[Finding]) -> int | None:
+    """The verdict's first bad step; for NaN after a blow-up, the onset of the rise."""
+    if not findings:
+        return None
+    steps = {f.verdict: f.first_bad_step for f in findings}
+    if "nan" in steps and steps.get("exploding") is not None:
+        nan_step = steps["nan"]
+        return min(s for s in (nan_step, steps["exploding"]) if s is not None)
+    return findings[0].first_bad_step
+
+
+def _hint(findings: list[Finding]) -> str:
+    if not findings:
+        return ""
+    verdicts = {f.verdict for f in findings}
+    if "nan" in verdicts and "exploding" in verdicts:
+        return hints.NAN_AFTER_RISE
+    return findings[0].hint
+
+
+def _numbers(parameter: Parameter, context: RunContext) -> dict[str, float | int | None]:
+    numbers: dict[str, float | int | None] = {}
+    gradient, weight = parameter.gradient, parameter.weight
+    if gradient is not None:
+        norm = gradient.norm[np.isfinite(gradient.norm)]
+        level = gradient_level(parameter)
+        numbers.update(
+            grad_norm_first=float(norm[0]) if norm.size else None,
+            grad_norm_median=float(np.median(norm)) if norm.size else None,
+            grad_norm_last=float(norm[-1]) if norm.size else None,
+            grad_norm_max=float(norm.max()) if norm.size else None,
+            grad_rms_median=level,
+            grad_ratio_to_largest=level / context.largest_level
+            if context.largest_level > 0
+            else None,
+            grad_norm_exact=int(gradient.exact),
+            grad_norm_error_bound=gradient.error_bound,
+            grad_steps=int(gradient.steps.size),
+        )
+        _, ratio = grad_to_weight(parameter)
+        if np.isfinite(ratio).any():
+            numbers["grad_to_weight_ratio"] = float(np.nanmedian(ratio))
+    if weight is not None:
+        norm = weight.norm[np.isfinite(weight.norm)]
+        numbers.update(
+            weight_norm_first=float(norm[0]) if norm.size else None,
+            weight_norm_last=float(norm[-1]) if norm.size else None,
+            weight_steps=int(weight.steps.size),
+        )
+        move = context.movements.get(parameter.name)
+        if move is not None:
+            numbers.update(
+                weight_movement=move.from_first,
+                weight_norm_change=move.norm_change,
+                weight_update_median=move.step_update,
+                weight_bit_identical=int(move.bit_identical),
+            )
+    return numbers
+
+
+def _trend(parameter: Parameter) -> tuple[tuple[float, ...], str]:
+    if parameter.gradient is not None:
+        return downsample(parameter.gradient.norm), "gradient L2 norm"
+    if parameter.weight is not None:
+        return downsample(parameter.weight.norm), "weight L2 norm"
+    return (), ""
+
+
+def _json_safe(value: float | int | None) -> float | int | None:
+    if value is None or isinstance(value, int):
+        return value
+    value = float(value)
+    return value if math.isfinite(value) else None

@@ -1,0 +1,128 @@
+"""Usual causes and fixes for a verdict, by where the parameter sits and what it is.
+
+In the spirit of DeepDiagnosis's fix suggestions: a short, concrete list a user can try, chosen
+by the kind of finding (which rule fired), the parameter's position in the network (first
+appearance order) and its kind (BatchNorm gamma/beta, BatchNorm moving statistics, other).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+ParameterKind = Literal["bn_affine", "bn_moving", "other"]
+
+_BN_LAYER = re.compile(r"(?:batch_?norm|(?:^|[/._])bn\d*(?:[/._]|$))", re.IGNORECASE)
+_BN_MOVING = re.compile(r"(?:moving|running)_(?:mean|var(?:iance)?)$", re.IGNORECASE)
+_BN_AFFINE_KERAS = re.compile(r"(?:^|[/._])(?:gamma|beta)$", re.IGNORECASE)
+_TORCH_AFFINE = re.compile(r"\.(?:weight|bias)$")
+
+
+def parameter_kind(name: str) -> ParameterKind:
+    """BatchNorm moving statistics, BatchNorm gamma/beta, or anything else (by name)."""
+    if _BN_MOVING.search(name):
+        return "bn_moving"
+    if _BN_AFFINE_KERAS.search(name):
+        return "bn_affine"
+    if _TORCH_AFFINE.search(name) and _BN_LAYER.search(name.rsplit(".", 1)[0]):
+        return "bn_affine"
+    return "other"
+
+
+def layer_of(name: str) -> str:
+    """The layer a parameter belongs to: its name without the last component."""
+    for separator in ("/", "."):
+        if separator in name:
+            return name.rsplit(separator, 1)[0]
+    return name
+
+
+Position = Literal["early", "middle", "late"]
+
+
+def position(depth: int, count: int) -> Position:
+    """Where a parameter sits among ``count`` parameters (order of first appearance)."""
+    if count < 3:
+        return "late" if depth == count - 1 else "early"
+    fraction = depth / (count - 1)
+    return "early" if fraction < 1 / 3 else "late" if fraction > 2 / 3 else "middle"
+
+
+NAN_AFTER_RISE = (
+    "Gradients blew up before the NaN: lower the learning rate, clip the global gradient norm "
+    "(torch.nn.utils.clip_grad_norm_, tf.clip_by_global_norm, Keras clipnorm), add warm-up, and "
+    "check that inputs and targets are normalised."
+)
+NAN_PLAIN = (
+    "Look for log(0), division by zero or sqrt of a negative in the loss or a custom layer, "
+    "inputs that already hold NaN, and fp16 overflow (use loss scaling or bf16); find the first "
+    "bad op with torch.autograd.set_detect_anomaly(True) or tf.debugging.enable_check_numerics()."
+)
+EXPLODING_RISE = (
+    "Learning rate too large or no gradient clipping: lower the learning rate, clip the global "
+    "norm (see the suggested clip norm), add warm-up; unnormalised inputs or targets and "
+    "recurrent layers without clipping do this too."
+)
+EXPLODING_DWARF = (
+    "Gradients far larger than the weights they update: the loss scale and learning rate do not "
+    "match (a sum instead of a mean reduction?) or targets are unnormalised; lower the learning "
+    "rate or clip gradients."
+)
+EXPLODING_WEIGHTS = (
+    "Weights grow without bound: learning rate too large, no weight decay, or unnormalised "
+    "targets; lower the learning rate, clip gradients, and log gradients to see the cause."
+)
+VANISHING_EARLY = (
+    "Gradients shrink layer by layer on the way back: saturating activations (sigmoid/tanh) deep "
+    "in the stack or too-small initialisation. Use ReLU/GELU-family activations, He/Glorot "
+    "initialisation, BatchNorm/LayerNorm, or residual connections."
+)
+VANISHING_LATE = (
+    "Gradient far below the rest of the network near the output: a saturated output activation "
+    "(sigmoid/softmax on extreme logits: compute the loss from logits) or a layer barely "
+    "connected to the loss."
+)
+VANISHING_ZERO = (
+    "Gradient practically zero: dead ReLUs (lower the learning rate, use LeakyReLU), a layer "
+    "not connected to the loss, or a stop_gradient/detach in the graph."
+)
+VANISHING_DECAY = (
+    "Gradient decayed by orders of magnitude while the loss did not: units saturate or die "
+    "during training; lower the learning rate, add normalisation, check for dying ReLUs."
+)
+STATIC_BN_AFFINE = (
+    "BatchNorm gamma/beta not learning: the layer is frozen (trainable=False), missing from the "
+    "optimizer's parameters, or the model runs in inference mode while training "
+    "(training=False, model.eval()). Frozen on purpose?"
+)
+STATIC_BN_MOVING = (
+    "BatchNorm moving statistics not updated: the layer runs in inference mode (Keras "
+    "trainable=False puts BatchNorm in inference mode; PyTorch model.eval()). Frozen on purpose?"
+)
+STATIC_PLAIN = (
+    "Weights never updated: a frozen layer (trainable=False, requires_grad=False), a parameter "
+    "missing from the optimizer, or no gradient reaching it. Frozen on purpose?"
+)
+STATIC_NO_GRADIENTS = (
+    " Gradients were not logged: log them (gradcheck.keras / gradcheck.torch helpers) to tell a "
+    "frozen layer from vanishing gradients."
+)
+
+
+def vanishing_hint(rule: str, where: Position) -> str:
+    """The hint for a vanishing finding from ``rule`` (depth, absolute, decay)."""
+    if rule == "absolute":
+        return VANISHING_ZERO
+    if rule == "decay":
+        return VANISHING_DECAY
+    return VANISHING_LATE if where == "late" else VANISHING_EARLY
+
+
+def static_hint(kind: ParameterKind, gradients_logged: bool) -> str:
+    """The hint for a static finding on a parameter of ``kind``."""
+    text = {
+        "bn_affine": STATIC_BN_AFFINE,
+        "bn_moving": STATIC_BN_MOVING,
+        "other": STATIC_PLAIN,
+    }[kind]
+    return text if gradients_logged or kind == "bn_moving" else text + STATIC_NO_GRADIENTS

@@ -1,0 +1,285 @@
+"""Per-parameter signals over steps: what the verdict rules look at.
+
+For each parameter (see :func:`gradcheck.tags.pair_parameters`) this gathers, from a
+:class:`~gradcheck.series.RunData`, its gradient's L2 norm and per-element RMS per step and its
+weights' norm, spread, quantile grid and fingerprints per step, plus the steps at which either
+held NaN/Inf. Exact norms logged as scalars (``gradient_norm/<param>``, ``weight_norm/<param>``)
+are preferred over bucket estimates; non-finite counts logged as scalars mark bad steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from gradcheck.series import HistogramSeries, RunData
+from gradcheck.stats import wasserstein_from_quantiles
+from gradcheck.tags import ParameterTags
+
+DENSE_SHARE = 0.999
+"""A gradient with more than this share in its zero bucket is treated as all zero, not sparse."""
+
+
+@dataclass(frozen=True, eq=False)
+class GradientSignal:
+    """A parameter's gradient over steps (NaN where non-finite or missing)."""
+
+    tag: str
+    steps: np.ndarray
+    norm: np.ndarray  # L2 norm
+    rms: np.ndarray  # per-element RMS of the non-zero part (sparse gradients), else of all
+    bad_steps: np.ndarray  # steps at which the gradient held NaN/Inf
+    exact: bool  # norms from sum_squares or an exact-norm scalar
+    error_bound: float  # largest relative error bound of the norm estimates (0 when exact)
+    count: float  # elements (NaN when unknown)
+
+
+@dataclass(frozen=True, eq=False)
+class WeightSignal:
+    """A parameter's weights over steps."""
+
+    tag: str
+    steps: np.ndarray
+    norm: np.ndarray
+    rms: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    quantiles: np.ndarray  # [n, 9]: min, p1 .. p99, max
+    fingerprints: np.ndarray  # uint64; empty when the weights come from scalars only
+    bad_steps: np.ndarray
+    count: float
+
+
+@dataclass(frozen=True, eq=False)
+class Parameter:
+    """One parameter of the run with whatever signals were logged for it."""
+
+    tags: ParameterTags
+    gradient: GradientSignal | None
+    weight: WeightSignal | None
+
+    @property
+    def name(self) -> str:
+        return self.tags.name
+
+    @property
+    def first_bad_step(self) -> int | None:
+        """First step at which the weights or the gradient held NaN/Inf."""
+        bad = [s.bad_steps for s in (self.gradient, self.weight) if s is not None]
+        steps = np.concatenate(bad) if bad else np.empty(0)
+        return int(steps.min()) if steps.size else None
+
+
+def parameter_signals(data: RunData, tags: ParameterTags) -> Parameter:
+    """The signals of one parameter of ``data``."""
+    return Parameter(tags, _gradient_signal(data, tags), _weight_signal(data, tags))
+
+
+def _bad_from_scalar(data: RunData, tag: str | None) -> np.ndarray:
+    """Steps at which a non-finite-count scalar is positive (or itself non-finite)."""
+    if tag is None or tag not in data.scalars:
+        return np.empty(0, dtype=np.int64)
+    series = data.scalars[tag]
+    return series.steps[~(series.values == 0)]
+
+
+def _histogram_bad(series: HistogramSeries) -> np.ndarray:
+    share = series.column("nonfinite_share")
+    return series.steps[~(share == 0)]
+
+
+def _gradient_signal(data: RunData, tags: ParameterTags) -> GradientSignal | None:
+    histogram = data.histograms.get(tags.gradient) if tags.gradient else None
+    scalar = data.scalars.get(tags.grad_norm) if tags.grad_norm else None
+    if histogram is None and scalar is None:
+        return None
+    bad = [_bad_from_scalar(data, tags.grad_nonfinite)]
+    count = float("nan")
+    if histogram is not None:
+        bad.append(_histogram_bad(histogram))
+        counts = histogram.column("count")
+        count = float(np.nanmedian(counts)) if np.isfinite(counts).any() else count
+    if scalar is not None:
+        steps, norm = scalar.steps, scalar.values.copy()
+        exact, bound, tag = True, 0.0, scalar.tag
+        bad.append(steps[~np.isfinite(norm)])
+        zero_share = _zero_share_at(histogram, steps)
+    else:
+        assert histogram is not None
+        steps, norm = histogram.steps, histogram.column("l2_norm")
+        bounds = histogram.column("l2_error_bound")
+        exact = bool(np.nanmax(bounds, initial=0.0) == 0.0)
+        bound, tag = float(np.nanmax(bounds, initial=0.0)), histogram.tag
+        zero_share = histogram.column("zero_share")
+    bad_steps = np.unique(np.concatenate(bad)).astype(np.int64)
+    norm[np.isin(steps, bad_steps) | ~np.isfinite(norm)] = np.nan
+    rms = _sparse_rms(norm, count, zero_share)
+    return GradientSignal(tag, steps, norm, rms, bad_steps, exact, bound, count)
+
+
+def _zero_share_at(histogram: HistogramSeries | None, steps: np.ndarray) -> np.ndarray:
+    """The histogram's zero share at ``steps`` (nearest earlier histogram), 0 without one."""
+    if histogram is None or not len(histogram):
+        return np.zeros(steps.size)
+    position = np.clip(np.searchsorted(histogram.steps, steps, side="right") - 1, 0, None)
+    return histogram.column("zero_share")[position]
+
+
+def _sparse_rms(norm: np.ndarray, count: float, zero_share: np.ndarray) -> np.ndarray:
+    """Per-element RMS over the non-zero part: an embedding's few non-zero rows set its size."""
+    if not np.isfinite(count) or count <= 0:
+        return norm.copy()
+    share = np.nan_to_num(zero_share, nan=0.0)
+    nonzero = np.where(share < DENSE_SHARE, 1.0 - share, 1.0)
+    return norm / np.sqrt(count * nonzero)
+
+
+def _weight_signal(data: RunData, tags: ParameterTags) -> WeightSignal | None:
+    histogram = data.histograms.get(tags.weight) if tags.weight else None
+    scalar = data.scalars.get(tags.weight_norm) if tags.weight_norm else None
+    bad = [_bad_from_scalar(data, tags.weight_nonfinite)]
+    if histogram is not None:
+        bad.append(_histogram_bad(histogram))
+        bad_steps = np.unique(np.concatenate(bad)).astype(np.int64)
+        count = float(np.nanmedian(histogram.column("count"))) if len(histogram) else float("nan")
+        norm = histogram.column("l2_norm")
+        return WeightSignal(
+            tag=histogram.tag,
+            steps=histogram.steps,
+            norm=norm,
+            rms=norm / np.sqrt(count) if count > 0 else norm,
+            mean=histogram.column("mean"),
+            std=histogram.column("std"),
+            quantiles=histogram.quantile_grid(),
+            fingerprints=histogram.fingerprints,
+            bad_steps=bad_steps,
+            count=count,
+        )
+    if scalar is None:
+        return None
+    bad.append(scalar.steps[~np.isfinite(scalar.values)])
+    nan = np.full(scalar.steps.size, np.nan)
+    return WeightSignal(
+        tag=scalar.tag,
+        steps=scalar.steps,
+        norm=scalar.values,
+        rms=scalar.values,
+        mean=nan,
+        std=nan,
+        quantiles=np.full((scalar.steps.size, 9), np.nan),
+        fingerprints=np.empty(0, dtype=np.uint64),
+        bad_steps=np.unique(np.concatenate(bad)).astype(np.int64),
+        count=float("nan"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Weight movement
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Movement:
+    """How far a parameter's weights moved (relative to their spread)."""
+
+    bit_identical: bool  # every logged histogram equal to the first, bit for bit
+    from_first: float  # largest Wasserstein-1 distance to the first logged step / scale
+    norm_change: float  # largest |norm_t - norm_0| / norm scale
+    step_update: float  # median Wasserstein-1 distance between consecutive steps / scale
+    scale: float  # the spread used
+    scale_source: str  # "own spread", "own magnitude", "the run's typical weight spread"
+
+
+def weight_scale(weight: WeightSignal, run_spread: float, first: int = 0) -> tuple[float, str]:
+    """The spread movement is measured against, and where it came from.
+
+    The weights' own standard deviation at the first logged step; for a constant-initialised
+    tensor (a zero bias, a BatchNorm gamma of ones) its magnitude, or for a zero tensor the
+    run's typical weight spread: relative movement of a zero-initialised bias is undefined.
+    """
+    std0, mean0 = float(weight.std[first]), float(abs(weight.mean[first]))
+    tiny = 1e-12
+    if np.isfinite(std0) and std0 > tiny * max(1.0, mean0):
+        return std0, "own spread"
+    if np.isfinite(mean0) and mean0 > tiny:
+        return mean0, "own magnitude"
+    return run_spread, "the run's typical weight spread"
+
+
+def movement(weight: WeightSignal, run_spread: float) -> Movement | None:
+    """Movement of a weight histogram series over the run; None with fewer than 2 usable steps."""
+    usable = np.isfinite(weight.quantiles).all(axis=1)
+    if weight.fingerprints.size == 0 or usable.sum() < 2:
+        return None
+    first = int(np.argmax(usable))
+    identical = bool((weight.fingerprints[usable] == weight.fingerprints[first]).all())
+    scale, source = weight_scale(weight, run_spread, first)
+    if identical:
+        return Movement(True, 0.0, 0.0, 0.0, scale, source)
+    grids = weight.quantiles[usable]
+    from_first = wasserstein_from_quantiles(grids, grids[0])
+    updates = wasserstein_from_quantiles(grids[1:], grids[:-1])
+    norms = weight.norm[usable]
+    norm_scale = max(abs(float(norms[0])), scale * np.sqrt(max(weight.count, 1.0)))
+    return Movement(
+        bit_identical=False,
+        from_first=float(from_first.max() / scale),
+        norm_change=float(np.abs(norms - norms[0]).max() / norm_scale),
+        step_update=float(np.median(updates) / scale),
+        scale=scale,
+        scale_source=source,
+    )
+
+
+def run_weight_spread(parameters: list[Parameter]) -> float:
+    """Median first-step spread of the run's weights that have one (1.0 when none has)."""
+    spreads = [
+        float(p.weight.std[np.isfinite(p.weight.std)][0])
+        for p in parameters
+        if p.weight is not None and np.isfinite(p.weight.std).any()
+    ]
+    positive = [s for s in spreads if s > 0]
+    return float(np.median(positive)) if positive else 1.0
+
+
+def before(parameter: Parameter, step: int | None) -> Parameter:
+    """``parameter`` restricted to the steps before ``step`` (all of it when None)."""
+    if step is None:
+        return parameter
+    return Parameter(
+        parameter.tags,
+        _gradient_before(parameter.gradient, step),
+        _weight_before(parameter.weight, step),
+    )
+
+
+def _gradient_before(signal: GradientSignal | None, step: int) -> GradientSignal | None:
+    if signal is None:
+        return None
+    keep = signal.steps < step
+    return dataclasses.replace(
+        signal,
+        steps=signal.steps[keep],
+        norm=signal.norm[keep],
+        rms=signal.rms[keep],
+        bad_steps=signal.bad_steps[signal.bad_steps < step],
+    )
+
+
+def _weight_before(signal: WeightSignal | None, step: int) -> WeightSignal | None:
+    if signal is None:
+        return None
+    keep = signal.steps < step
+    return dataclasses.replace(
+        signal,
+        steps=signal.steps[keep],
+        norm=signal.norm[keep],
+        rms=signal.rms[keep],
+        mean=signal.mean[keep],
+        std=signal.std[keep],
+        quantiles=signal.quantiles[keep],
+        fingerprints=signal.fingerprints[keep] if signal.fingerprints.size else signal.fingerprints,
+        bad_steps=signal.bad_steps[signal.bad_steps < step],
+    )
