@@ -8,15 +8,17 @@ records stream past, so bucket arrays are never all held at once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from gradcheck.discover import discover
 from gradcheck.model import Damage, HistogramRecord, Notice, Record, ScalarRecord
 from gradcheck.reader import read_run
 from gradcheck.stats import FIELD_NAMES, STAT_NAMES, histogram_stats_batch
+
+if TYPE_CHECKING:  # pandas is imported only by frame(): ``gradcheck.read`` stays light
+    import pandas as pd
 
 BATCH_SIZE = 512  # histograms reduced per vectorised statistics call
 
@@ -113,6 +115,8 @@ class _FrameBuilder:
         self.pending.clear()
 
     def build(self) -> pd.DataFrame:
+        import pandas as pd
+
         self._flush()
         stats = np.full((self.rows, len(STAT_NAMES)), np.nan)
         for rows, block in self.blocks:

@@ -10,6 +10,7 @@ imported: only tensorboard's generated protobufs.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ SCALARS_PLUGIN = "scalars"
 # tagged_run_metadata, meta_graph_def.
 _BLOB_FIELDS = {4: "graph_def", 8: "tagged_run_metadata", 9: "meta_graph_def"}
 
+_FLOAT64 = np.dtype("<f8")
 _NUMPY_DTYPES: dict[int, np.dtype[Any]] = {
     types_pb2.DT_FLOAT: np.dtype("<f4"),
     types_pb2.DT_DOUBLE: np.dtype("<f8"),
@@ -86,36 +88,41 @@ class EventDecoder:
     def _decode_summary(
         self, event: event_pb2.Event, file: str, offset: int, decoded: Decoded
     ) -> None:
-        step, wall_time, records = event.step, event.wall_time, decoded.records
+        """Append a record per histogram or scalar value (the hot loop: kept flat)."""
+        step, wall_time, records, run = event.step, event.wall_time, decoded.records, self.run
         for value in event.summary.value:
-            record = self._decode_value(value, file, offset, step, wall_time)
-            if record is not None:
-                records.append(record)
-
-    def _decode_value(
-        self, value: summary_pb2.Summary.Value, file: str, offset: int, step: int, wall_time: float
-    ) -> ValueRecord | None:
-        """The record for one summary value, or None for values gradcheck does not use."""
-        kind = value.WhichOneof("value")
-        where = (self.run, file, offset, value.tag, step, wall_time)
-        if kind == "simple_value":
-            return ScalarRecord(*where, "simple_value", value.simple_value)
-        if kind == "histo":
-            return _histo_record(value.histo, *where)
-        if kind == "tensor":
-            plugin = self._plugin_of(value)
-            if plugin == HISTOGRAMS_PLUGIN:
-                return _tensor_histogram(value.tensor, *where)
-            if plugin == SCALARS_PLUGIN:
-                return _tensor_scalar(value.tensor, *where)
-        return None
+            kind = value.WhichOneof("value")
+            if kind == "tensor":
+                plugin = self._plugin_of(value)
+                if plugin == HISTOGRAMS_PLUGIN:
+                    records.append(
+                        _tensor_histogram(
+                            value.tensor, run, file, offset, value.tag, step, wall_time
+                        )
+                    )
+                elif plugin == SCALARS_PLUGIN:
+                    records.append(
+                        _tensor_scalar(value.tensor, run, file, offset, value.tag, step, wall_time)
+                    )
+            elif kind == "histo":
+                records.append(
+                    _histo_record(value.histo, run, file, offset, value.tag, step, wall_time)
+                )
+            elif kind == "simple_value":
+                records.append(
+                    ScalarRecord(
+                        run, file, offset, value.tag, step, wall_time, "simple_value",
+                        value.simple_value,
+                    )
+                )  # fmt: skip
 
     def _plugin_of(self, value: summary_pb2.Summary.Value) -> str | None:
         """The value's plugin name, or the one remembered from the tag's first value."""
-        name = value.metadata.plugin_data.plugin_name if value.HasField("metadata") else ""
-        if name:
-            self._plugin_by_tag[value.tag] = name
-            return name
+        if value.HasField("metadata"):
+            name = value.metadata.plugin_data.plugin_name
+            if name:
+                self._plugin_by_tag[value.tag] = name
+                return name
         return self._plugin_by_tag.get(value.tag)
 
 
@@ -190,20 +197,31 @@ def _tensor_histogram(
     wall_time: float,
 ) -> HistogramRecord | Damage:
     """A TF2 ``[k, 3]`` histogram tensor (rows ``left, right, count``)."""
+    dims = tensor.tensor_shape.dim
+    content = tensor.tensor_content
+    if tensor.dtype == types_pb2.DT_DOUBLE and len(dims) == 2 and content:
+        # The common case, without the generic checks: float64 rows in tensor_content.
+        rows = dims[0].size
+        if dims[1].size == 3 and rows >= 0 and len(content) == rows * 24:
+            flat = np.frombuffer(content, dtype=_FLOAT64)
+            return HistogramRecord(
+                run, file, offset, tag, 0, step, wall_time, "tensor",
+                flat[0::3], flat[1::3], flat[2::3],
+            )  # fmt: skip
     array = tensor_values(tensor)
     if isinstance(array, str):
         return _bad_value(run, file, offset, tag, step, array)
-    if array.size == 0:
-        array = array.reshape(0, 3)
     if array.ndim != 2 or array.shape[1] != 3:
-        return _bad_value(
-            run, file, offset, tag, step,
-            f"histogram tensor of shape {list(array.shape)}, expected [k, 3]",
-        )  # fmt: skip
-    left, right, counts = array.T
+        if array.size:
+            return _bad_value(
+                run, file, offset, tag, step,
+                f"histogram tensor of shape {list(array.shape)}, expected [k, 3]",
+            )  # fmt: skip
+        array = array.reshape(0, 3)
     return HistogramRecord(
-        run, file, offset, tag, 0, step, wall_time, "tensor", left, right, counts
-    )
+        run, file, offset, tag, 0, step, wall_time, "tensor",
+        array[:, 0], array[:, 1], array[:, 2],
+    )  # fmt: skip
 
 
 def _tensor_scalar(
@@ -236,20 +254,20 @@ def tensor_values(tensor: tensor_pb2.TensorProto) -> np.ndarray | str:
     dtype = _NUMPY_DTYPES.get(tensor.dtype)
     if dtype is None:
         return f"tensor of dtype {types_pb2.DataType.Name(tensor.dtype)} is not read"
-    shape = tuple(dim.size for dim in tensor.tensor_shape.dim)
-    if any(size < 0 for size in shape):
+    shape = tuple([dim.size for dim in tensor.tensor_shape.dim])
+    if shape and min(shape) < 0:
         return f"tensor of unknown shape {list(shape)}"
-    size = int(np.prod(shape, dtype=np.int64))
-    if tensor.tensor_content:
-        if len(tensor.tensor_content) != size * dtype.itemsize:
-            return (
-                f"tensor_content of {len(tensor.tensor_content)} bytes does not hold shape "
-                f"{list(shape)}"
-            )
-        flat = np.frombuffer(tensor.tensor_content, dtype=dtype)
+    size = math.prod(shape)
+    content = tensor.tensor_content
+    if content:
+        if len(content) != size * dtype.itemsize:
+            return f"tensor_content of {len(content)} bytes does not hold shape {list(shape)}"
+        flat = np.frombuffer(content, dtype=dtype)
     else:
         flat = _typed_values(tensor, dtype, size)
-    return flat.astype(np.float64, copy=False).reshape(shape)
+    if dtype.itemsize != 8:
+        flat = flat.astype(np.float64)
+    return flat.reshape(shape)
 
 
 def _typed_values(tensor: tensor_pb2.TensorProto, dtype: np.dtype[Any], size: int) -> np.ndarray:

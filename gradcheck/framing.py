@@ -19,7 +19,7 @@ import struct
 import warnings
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Literal
+from typing import BinaryIO, Literal, NamedTuple
 
 import google_crc32c
 
@@ -46,9 +46,8 @@ if CRC_IMPLEMENTATION != "c":  # pragma: no cover - depends on the installed whe
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """A record whose length and payload CRCs both verified."""
+class Frame(NamedTuple):
+    """A record whose length and payload CRCs both verified (a tuple: cheap to build)."""
 
     offset: int  # byte offset of the record's header
     payload: bytes
@@ -117,9 +116,9 @@ def iter_frames(
     pos = 0
     unpack_header = _HEADER.unpack_from
     unpack_footer = _FOOTER.unpack_from
-    crc = masked_crc32c
+    crc32c = google_crc32c.value
+    data = window.data
     while True:
-        data = window.data
         if len(data) - pos < HEADER_SIZE:
             pos = window.fill(pos, HEADER_SIZE)
             data = window.data
@@ -128,8 +127,13 @@ def iter_frames(
                     yield _tail(window.base, len(data), "a record header")
                 return
         length, length_crc = unpack_header(data, pos)
-        if crc(data[pos : pos + 8]) != length_crc or length > MAX_PLAUSIBLE_LENGTH:
+        # masked_crc32c inlined: this loop runs once per record.
+        crc = crc32c(data[pos : pos + 8])
+        if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _UINT32 != length_crc or (
+            length > MAX_PLAUSIBLE_LENGTH
+        ):
             pos = yield from _resync(window, pos)
+            data = window.data
             if pos < 0:
                 return
             continue
@@ -142,7 +146,10 @@ def iter_frames(
                 yield _tail(window.base, len(data), f"a record of {length} payload bytes")
                 return
         payload = data[pos + HEADER_SIZE : end - FOOTER_SIZE]
-        if crc(payload) == unpack_footer(data, end - FOOTER_SIZE)[0]:
+        crc = crc32c(payload)
+        if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _UINT32 == unpack_footer(
+            data, end - FOOTER_SIZE
+        )[0]:
             yield Frame(window.base + pos, payload)
         else:
             yield FrameDamage(

@@ -63,11 +63,16 @@ def element_count(record: HistogramRecord) -> int | None:
 
 @dataclass(slots=True)
 class _TagSteps:
-    """Step bookkeeping for one tag: last step, values at it, and restarts seen."""
+    """Step bookkeeping for one tag: last step, values at it, and restarts seen.
+
+    ``first_at_step`` is the tag's index-0 histogram at the current step: its element count is
+    only computed when a collision shows up (``counts_at_step``), off the hot path.
+    """
 
     last_step: int
     values_at_step: int = 1
-    counts_at_step: list[int | None] = field(default_factory=list)
+    first_at_step: HistogramRecord | None = None
+    counts_at_step: list[int | None] | None = None
     restarts: int = 0
 
 
@@ -109,17 +114,26 @@ class _RunState:
             state.values_at_step += 1
         else:
             notice = self._restart(record, state) if step < state.last_step else None
-            state.last_step, state.values_at_step, state.counts_at_step = step, 1, []
+            state.last_step, state.values_at_step, state.counts_at_step = step, 1, None
             index = 0
         if isinstance(record, HistogramRecord):
             self._remember_count(record, state, index)
         return index, notice
 
     def _remember_count(self, record: HistogramRecord, state: _TagSteps, index: int) -> None:
+        """Keep the step's first histogram; on a collision, the element counts at the step."""
+        if index == 0:
+            state.first_at_step = record
+            return
+        if state.counts_at_step is None:
+            first = state.first_at_step
+            state.counts_at_step = [element_count(first) if first is not None else None]
+            if record.tag not in self.reported_collisions:
+                self.collisions.setdefault(
+                    record.tag, (record.file, record.step, state.counts_at_step)
+                )
         if index < MAX_COUNTS_KEPT:
             state.counts_at_step.append(element_count(record))
-        if index == 1 and record.tag not in self.reported_collisions:
-            self.collisions.setdefault(record.tag, (record.file, record.step, state.counts_at_step))
 
     def _restart(self, record: HistogramRecord | ScalarRecord, state: _TagSteps) -> Notice | None:
         """Count a step going back; a notice only for the first tag to reveal a restart."""
