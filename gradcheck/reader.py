@@ -11,13 +11,15 @@ Contract with the stages downstream (``gradcheck/series.py`` reduces this stream
   (0 normally). Keras 3.0-3.13 write every layer's kernel under one tag (``kernel/histogram``)
   at the same step, giving indexes 0, 1, 2...; ``(tag, index)`` identifies a series and
   :func:`series_name` names it. One ``Notice(kind="tag_collision")`` per colliding tag names
-  the element counts seen, which tell the layers apart.
+  the element counts seen, which tell the layers apart; it follows the records of the file
+  where the collision first shows, just before that file's ``FileInfo``.
 - **Restarts.** When a tag's step goes back (a resumed training), the record is yielded as is,
   its index restarts at 0, and one ``Notice(kind="restart")`` is emitted per restart point of
   the run (not once per tag). The reader does not purge, as it streams: a reducer must, for
   each series whose step goes back to ``s``, drop what it kept at steps ``>= s`` and keep the
   newer data, as TensorBoard purges orphaned steps.
-- State (plugin names, steps, indexes) carries across the files of a run.
+- State (plugin names, steps, indexes, restarts) carries across the files of a run in
+  ``read_run``; ``read_file`` starts afresh, so a restart across two files is only seen there.
 """
 
 from __future__ import annotations
