@@ -30,9 +30,11 @@ class HistogramRecord:
     """One histogram value at one step.
 
     Buckets are given as ``left``/``right`` edges and ``counts`` (float64 arrays, same length).
-    For ``histo`` records ``right`` is exactly ``bucket_limit`` and ``counts`` exactly ``bucket``;
-    ``left[0]`` is the proto's ``min`` (or ``-inf`` when ``min`` is absent) and
-    ``left[i] = bucket_limit[i-1]``. ``min, max, num, sum, sum_squares`` are the proto's fields
+    For ``histo`` records ``right`` is exactly ``bucket_limit`` and ``counts`` exactly ``bucket``,
+    and ``left[i] = bucket_limit[i-1]``. ``left[0]``: TF1 and PyTorch start with an empty bucket
+    whose right edge lies below ``min``; it is made zero-width (``left[0] = right[0]``) so no
+    infinite edge reaches arithmetic. ``-inf`` only when a non-empty first bucket has no ``min``
+    to bound it. ``min, max, num, sum, sum_squares`` are the proto's fields
     (``None`` for ``tensor`` records, which carry no such fields).
     """
 
