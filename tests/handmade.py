@@ -64,8 +64,8 @@ def troubled_run() -> RunReport:
             stats={
                 "grad_norm_median": 3.16,
                 "grad_norm_last": None,
-                "grad_norm_ratio_to_max": 1.0,
-                "weight_relative_movement": 0.84,
+                "grad_ratio_to_largest": 1.0,
+                "weight_movement": 0.84,
                 "nonfinite_steps": 8,
             },
             trend=rising_then_nan(),
@@ -81,8 +81,8 @@ def troubled_run() -> RunReport:
             stats={
                 "grad_norm_median": 8.9,
                 "grad_norm_last": 1250.0,
-                "grad_norm_ratio_to_max": 0.62,
-                "weight_relative_movement": 0.51,
+                "grad_ratio_to_largest": 0.62,
+                "weight_movement": 0.51,
             },
             trend=tuple(1.0 * 10 ** (i / 8) for i in range(32)),
             evidence="gradient norm rose 1.2e+03x above its first-steps median 1.0 by step 12 "
@@ -98,8 +98,8 @@ def troubled_run() -> RunReport:
             stats={
                 "grad_norm_median": 2.4e-8,
                 "grad_norm_last": 1.1e-8,
-                "grad_norm_ratio_to_max": 2.7e-9,
-                "weight_relative_movement": 3.0e-6,
+                "grad_ratio_to_largest": 2.7e-9,
+                "weight_movement": 3.0e-6,
             },
             trend=tuple(2.4e-8 * 0.97**i for i in range(32)),
             evidence="median gradient norm 2.4e-08 is 2.7e-09 of the run's largest "
@@ -112,7 +112,7 @@ def troubled_run() -> RunReport:
             "bn1.weight",
             "static",
             severity=12.0,
-            stats={"grad_norm_median": 0.0, "grad_norm_last": 0.0, "weight_relative_movement": 0.0},
+            stats={"grad_norm_median": 0.0, "grad_norm_last": 0.0, "weight_movement": 0.0},
             trend=(0.0,) * 32,
             evidence="weights bit-identical over 32 steps while the run's other weights moved "
             "a median 0.51 (frozen on purpose?).",
@@ -125,8 +125,8 @@ def troubled_run() -> RunReport:
             stats={
                 "grad_norm_median": 0.51,
                 "grad_norm_last": 0.47,
-                "grad_norm_ratio_to_max": 0.057,
-                "weight_relative_movement": 0.12,
+                "grad_ratio_to_largest": 0.057,
+                "weight_movement": 0.12,
             },
             trend=(0.5, 0.52, 0.49, 0.47),
             depth=4,
@@ -137,8 +137,8 @@ def troubled_run() -> RunReport:
             stats={
                 "grad_norm_median": 2.2,
                 "grad_norm_last": 2.0,
-                "grad_norm_ratio_to_max": 0.25,
-                "weight_relative_movement": 0.09,
+                "grad_ratio_to_largest": 0.25,
+                "weight_movement": 0.09,
             },
             trend=(2.1, 2.3, 2.2, 2.0),
             depth=5,
@@ -179,14 +179,14 @@ def healthy_run() -> RunReport:
         layer(
             "dense/kernel",
             "ok",
-            stats={"weight_norm_median": 4.1, "weight_relative_movement": 0.21},
+            stats={"weight_norm_median": 4.1, "weight_movement": 0.21},
             trend=(4.0, 4.1, 4.2),
             weight_only=True,
         ),
         layer(
             "dense/bias",
             "ok",
-            stats={"weight_norm_median": 0.3, "weight_relative_movement": None},
+            stats={"weight_norm_median": 0.3, "weight_movement": None},
             trend=(0.0, 0.2, 0.3),
             weight_only=True,
             depth=1,

@@ -26,7 +26,7 @@ from gradcheck.report.markdown import MarkdownFormatter
 from gradcheck.report.numbers import format_number, format_ratio, format_steps
 from gradcheck.report.sparkline import BLOCKS, resample, sparkline
 from gradcheck.report.table import TableFormatter, shorten
-from gradcheck.report.view import select_layers
+from gradcheck.report.view import notes_for, select_layers
 from tests.handmade import clean_report, healthy_run, layer, sample_report, troubled_run
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -125,8 +125,9 @@ def test_table_top_counts_what_it_does_not_list() -> None:
     assert "fc2.weight" not in text
 
 
-def test_shorten_keeps_both_ends() -> None:
-    assert shorten("encoder.layers.0.self_attention.in_proj_weight", 15) == "encoder…_weight"
+def test_shorten_keeps_more_of_the_end() -> None:
+    assert shorten("encoder.layers.0.self_attention.in_proj_weight", 16) == "encod…roj_weight"
+    assert shorten("mlp/hidden_1/kernel", 16) == "mlp/h…n_1/kernel"
     assert shorten("fc1.weight", 15) == "fc1.weight"
     assert len(shorten("x" * 100, 16)) == 16
 
@@ -258,10 +259,32 @@ def test_number_formats() -> None:
         "0",
         "3.14",
     ]
-    assert format_number(2.4e-8) == "2.4e-08" and format_number(123456.0) == "1.2e+05"
-    assert format_ratio(2.7e-9) == "3e-09" and format_ratio(0.25) == "0.25"
+    assert format_number(2.4e-8) == "2.4e-8" and format_number(123456.0) == "1.2e5"
+    assert format_number(1250.0) == "1250" and format_number(0.00103) == "1.0e-3"
+    assert format_number(3.5e21) == "3.5e21" and float(format_number(2.4e-8)) == 2.4e-8
+    assert format_ratio(2.7e-9) == "3e-9" and format_ratio(0.25) == "0.25"
     assert format_steps((0, 31)) == "0–31" and format_steps((5, 5)) == "5"
     assert format_steps(None) == "–"
+
+
+def test_notes_give_each_hint_once() -> None:
+    notes, left_out = notes_for(troubled_run().layers, every=False)
+    assert [note.layer.name for note in notes] == [
+        "fc1.weight",
+        "fc2.weight",
+        "encoder.layers.0.self_attention.in_proj_weight",
+        "bn1.weight",
+    ]
+    assert left_out == 0
+    twins = tuple(replace(x, name=f"{x.name}.twin") for x in troubled_run().layers[:2])
+    notes, left_out = notes_for(troubled_run().layers[:2] + twins, every=False)
+    assert [(n.layer.name, bool(n.hint)) for n in notes] == [
+        ("fc1.weight", True),
+        ("fc2.weight", True),
+    ]
+    assert left_out == 2
+    notes, left_out = notes_for(troubled_run().layers[:2] + twins, every=True)
+    assert len(notes) == 4 and left_out == 0 and notes[2].hint == ""
 
 
 def test_select_layers_top_all_and_fold() -> None:

@@ -92,10 +92,14 @@ def _table(layers: tuple[LayerResult, ...]) -> list[str]:
 
 
 def _hint_lines(layers: tuple[LayerResult, ...]) -> list[str]:
-    """The usual causes and fixes of each listed finding, folded under ``<details>``."""
-    hints = [f"- {code(layer.name)}: {escape(layer.hint)}" for layer in layers if layer.hint]
-    if not hints:
+    """Each distinct hint once, with the parameters it applies to, folded under ``<details>``."""
+    names_by_hint: dict[str, list[str]] = {}
+    for layer in layers:
+        if layer.hint:
+            names_by_hint.setdefault(layer.hint, []).append(code(layer.name))
+    if not names_by_hint:
         return []
+    hints = [f"- {', '.join(names)}: {escape(hint)}" for hint, names in names_by_hint.items()]
     return ["<details><summary>hints</summary>", "", *hints, "", "</details>", ""]
 
 

@@ -18,13 +18,15 @@ from rich.text import Text
 
 from gradcheck.model import LayerResult, Report, RunReport
 from gradcheck.report.interface import Formatter
-from gradcheck.report.numbers import MISSING, format_steps
+from gradcheck.report.numbers import format_steps
 from gradcheck.report.sparkline import sparkline
 from gradcheck.report.view import (
     KEY_NUMBERS,
     LayerSelection,
+    Note,
     clipping_phrase,
     counts_phrase,
+    notes_for,
     plural,
     select_layers,
     verdict_counts,
@@ -38,8 +40,8 @@ VERDICT_STYLES = {
     "ok": "green",
 }
 VERDICT_WIDTH = 9  # "exploding", "vanishing"
-STEP_WIDTH = 6
-NUMBER_WIDTH = 7  # "1.2e-07"
+MIN_STEP_WIDTH = 5  # "first"
+NUMBER_WIDTH = 6  # "1.2e-7"
 MIN_TREND, MAX_TREND = 8, 24
 MIN_NAME = 10
 ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
@@ -88,17 +90,21 @@ class TableFormatter(Formatter):
             console.print(self._layer_table(selection.listed))
         for line in _tail_lines(selection):
             console.print(Padding(Text(line, style="dim"), (0, 0, 0, 2)))
-        for layer in selection.listed:
-            if layer.verdict != "ok":
-                _print_details(console, layer)
+        notes, left_out = notes_for(selection.listed, every=self.options.show_all)
+        for note in notes:
+            _print_note(console, note)
+        if left_out:
+            more = f"evidence for {plural(left_out, 'more finding')}: --all or --format json"
+            console.print(Padding(Text(more, style="dim"), (0, 0, 0, 2)))
 
     def _layer_table(self, layers: tuple[LayerResult, ...]) -> Table:
         """One row per parameter, column widths fixed so the table fits ``Env.width``."""
-        name_width, trend_width = _flexible_widths(self.options.env.width, layers)
+        step_width = max([MIN_STEP_WIDTH, *(len(str(x.first_bad_step)) for x in layers)])
+        name_width, trend_width = _flexible_widths(self.options.env.width, step_width, layers)
         table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False)
         table.add_column("verdict", width=VERDICT_WIDTH, no_wrap=True)
         table.add_column("parameter", width=name_width, no_wrap=True)
-        table.add_column("first\nbad", width=STEP_WIDTH, justify="right", no_wrap=True)
+        table.add_column("first\nbad", width=step_width, justify="right", no_wrap=True)
         for number in KEY_NUMBERS:
             table.add_column(number.label, width=NUMBER_WIDTH, justify="right", no_wrap=True)
         table.add_column("trend", width=trend_width, no_wrap=True)  # of LayerResult.trend_of
@@ -141,18 +147,21 @@ def _tail_lines(selection: LayerSelection) -> list[str]:
     return lines
 
 
-def _print_details(console: Console, layer: LayerResult) -> None:
-    """The evidence sentence and the hint of one finding, wrapped under the table."""
-    style = VERDICT_STYLES[layer.verdict]
-    evidence = Text.assemble((layer.name, style), ": ", layer.evidence or MISSING)
+def _print_note(console: Console, note: Note) -> None:
+    """The evidence sentence of one finding, and its hint, wrapped under the table."""
+    layer = note.layer
+    evidence = Text.assemble((layer.name, VERDICT_STYLES[layer.verdict]), ": ", layer.evidence)
     console.print(Padding(evidence, (0, 0, 0, 2)))
-    if layer.hint:
-        console.print(Padding(Text(f"hint: {layer.hint}", style="dim"), (0, 0, 0, 4)))
+    if note.hint:
+        console.print(Padding(Text(f"hint: {note.hint}", style="dim"), (0, 0, 0, 4)))
 
 
-def _flexible_widths(width: int, layers: tuple[LayerResult, ...]) -> tuple[int, int]:
+def _flexible_widths(
+    width: int, step_width: int, layers: tuple[LayerResult, ...]
+) -> tuple[int, int]:
     """Widths of the parameter and trend columns: names first, trend between 16 and 24."""
-    fixed = VERDICT_WIDTH + STEP_WIDTH + NUMBER_WIDTH * len(KEY_NUMBERS) + (3 + len(KEY_NUMBERS))
+    columns = 4 + len(KEY_NUMBERS)
+    fixed = VERDICT_WIDTH + step_width + NUMBER_WIDTH * len(KEY_NUMBERS) + (columns - 1)
     available = max(width - fixed, MIN_NAME + MIN_TREND)
     longest = max((len(layer.name) for layer in layers), default=MIN_NAME)
     trend = min(MAX_TREND, max(16, available - longest))
@@ -170,11 +179,15 @@ def rstrip_styled(line: str) -> str:
 
 
 def shorten(name: str, width: int) -> str:
-    """``name`` cut in the middle to ``width`` characters: both ends of a path tell layers apart."""
+    """``name`` cut to ``width`` characters, keeping more of its end than of its start.
+
+    The end of a parameter path tells siblings apart (``…hidden_1/kernel``), its start tells
+    which block it is in; both survive the cut.
+    """
     if len(name) <= width:
         return name
     if width <= 1:
         return name[:width]
-    head = (width - 1) // 2
+    head = (width - 1) // 3
     tail = width - 1 - head
     return f"{name[:head]}…{name[-tail:]}"

@@ -32,8 +32,8 @@ class KeyNumber:
 KEY_NUMBERS: tuple[KeyNumber, ...] = (
     KeyNumber("grad\nmedian", ("grad_norm_median",)),
     KeyNumber("grad\nlast", ("grad_norm_last",)),
-    KeyNumber("ratio\nto max", ("grad_norm_ratio_to_max",), format_ratio),
-    KeyNumber("weight\nmoved", ("weight_relative_movement",)),
+    KeyNumber("ratio\nto max", ("grad_ratio_to_largest",), format_ratio),
+    KeyNumber("weight\nmoved", ("weight_movement",)),
 )
 """Gradient norm median and last, ratio to the run's largest, weight movement (see README)."""
 
@@ -89,3 +89,35 @@ def clipping_phrase(clip: ClipInfo) -> str:
         if clip.rule:
             text += f" ({clip.rule})"
     return text + "."
+
+
+@dataclass(frozen=True)
+class Note:
+    """What to print under the table for one finding: its evidence, and its hint if new."""
+
+    layer: LayerResult
+    hint: str  # "" when the same hint was already given for an earlier finding
+
+
+def notes_for(layers: tuple[LayerResult, ...], every: bool) -> tuple[list[Note], int]:
+    """The evidence worth reading below the table, and how many findings were left out.
+
+    Without ``every``: the worst finding of each verdict, and each finding that brings a hint not
+    given yet (each hint is printed once: ten vanishing layers share one). The table row of
+    every finding still shows its numbers; JSON and ``--all`` carry every evidence sentence.
+    """
+    notes: list[Note] = []
+    seen_verdicts: set[str] = set()
+    seen_hints: set[str] = set()
+    left_out = 0
+    for layer in layers:
+        if layer.verdict == "ok":
+            continue
+        new_hint = bool(layer.hint) and layer.hint not in seen_hints
+        if every or new_hint or layer.verdict not in seen_verdicts:
+            notes.append(Note(layer=layer, hint=layer.hint if new_hint else ""))
+        else:
+            left_out += 1
+        seen_verdicts.add(layer.verdict)
+        seen_hints.add(layer.hint)
+    return notes, left_out
