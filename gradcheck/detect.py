@@ -147,6 +147,7 @@ def run_context(
         loss_nan_step=_first_nonfinite_step(loss),
         last_step=data.steps[1] if data.steps else None,
         movements=movements,
+        levels=levels,
         clip_ceiling=ceilings[0] if ceilings else None,
         moving_stats_moved=_moving_stats_moved(movements, config),
     )

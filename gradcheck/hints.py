@@ -126,3 +126,19 @@ def static_hint(kind: ParameterKind, gradients_logged: bool) -> str:
         "other": STATIC_PLAIN,
     }[kind]
     return text if gradients_logged or kind == "bn_moving" else text + STATIC_NO_GRADIENTS
+
+
+_BIAS = re.compile(r"^(?P<stem>.*?)(?P<word>bias|beta)(?P<collision>#\d+)?$", re.IGNORECASE)
+_SIBLINGS = {"bias": ("kernel", "weight", "weights", "w"), "beta": ("gamma",)}
+
+
+def sibling_weights(name: str) -> tuple[str, ...]:
+    """Names the weight of a bias's layer may have (``dense/bias`` -> ``dense/kernel``, ...)."""
+    match = _BIAS.match(name)
+    if not match:
+        return ()
+    stem, collision = match.group("stem"), match.group("collision") or ""
+    if stem and stem[-1] not in "/._":
+        return ()
+    words = _SIBLINGS[match.group("word").lower()]
+    return tuple(f"{stem}{word}{collision}" for word in words)

@@ -18,6 +18,8 @@ How each number is obtained:
   ``[min, max]`` (PyTorch's outer bucket limits reach ``1.8e308``).
 - ``nonfinite_share``: share of NaN/Inf elements; ``0.0`` when there are none, ``NaN`` when
   the log shows non-finite values (NaN edges, NaN ``min``/``max``/``sum``) but not how many.
+  Finite values beyond the outermost bucket (PyTorch's default bins stop at 1e20) are not
+  counted in the buckets but leave ``sum`` finite: they are not taken for NaN.
 - ``zero_share``: share of the bucket holding 0 (``lo <= 0 < hi``, or a zero-width bucket at 0).
   With PyTorch's default bins that bucket is ``[0, 1e-12)``: exact zeros.
 """
@@ -205,17 +207,22 @@ def _nonfinite_share(
     fields: np.ndarray,
     present: np.ndarray,
 ) -> np.ndarray:
-    """0 when clean; the share when ``num`` exceeds the bucket total; NaN when only flagged."""
+    """0 when clean; when NaN/Inf show, the share of elements missing from the buckets, or NaN.
+
+    A proto whose ``min``, ``max``, ``sum`` and ``sum_squares`` are all finite holds no NaN/Inf
+    (either would propagate into ``sum``); elements missing from its buckets are then finite
+    values beyond the writer's outermost bucket (|x| > 1e20 with PyTorch's default bins).
+    """
     has_num = present[:, 2] & np.isfinite(fields[:, 2]) & (fields[:, 2] > 0)
     missing = np.where(has_num, fields[:, 2] - total, 0.0)
-    share = np.where(has_num & (missing > 0.5), missing / np.where(has_num, fields[:, 2], 1), 0.0)
+    num = np.where(has_num, fields[:, 2], 1.0)
+    share = np.where(has_num & (missing > 0.5), missing / num, np.nan)
     field_bad = (present & ~np.isfinite(fields))[:, [0, 1, 3, 4]].any(axis=1)
     # ``left[0]`` is -inf when a proto has no ``min``: only NaN edges, or +-inf tensor edges, count.
     is_tensor = ~present[:, 0]
     edge_bad = np.isnan(left).any(axis=1) | np.isnan(right).any(axis=1)
     edge_bad |= is_tensor & (np.isinf(left).any(axis=1) | np.isinf(right).any(axis=1))
-    flagged = (field_bad | edge_bad) & (share == 0)
-    return np.where(flagged, np.nan, share)
+    return np.where(field_bad | edge_bad, share, 0.0)
 
 
 def _effective_edges(

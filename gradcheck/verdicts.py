@@ -56,6 +56,7 @@ class RunContext:
     loss_nan_step: int | None
     last_step: int | None
     movements: Mapping[str, Movement]
+    levels: Mapping[str, float]  # median gradient RMS per parameter (NaN without a gradient)
     clip_ceiling: float | None  # the global norm is pinned here: clipping holds it
     moving_stats_moved: Mapping[str, bool] = field(default_factory=dict)
     """BatchNorm layer -> whether its moving statistics moved (layers that logged them)."""
@@ -343,6 +344,8 @@ def find_vanishing(parameter: Parameter, context: RunContext) -> Finding | None:
     gradient = parameter.gradient
     if gradient is None or not np.isfinite(gradient.rms).any():
         return None
+    if _sibling_is_healthy(parameter, context):
+        return None
     candidates = [
         f
         for f in (
@@ -353,6 +356,20 @@ def find_vanishing(parameter: Parameter, context: RunContext) -> Finding | None:
         if f is not None
     ]
     return max(candidates, key=lambda f: f.severity) if candidates else None
+
+
+def _sibling_is_healthy(parameter: Parameter, context: RunContext) -> bool:
+    """A bias whose layer's weight gets a healthy gradient is not vanishing: a bias feeding a
+    BatchNorm gets ~zero gradient by design (the normalisation removes it)."""
+    config = context.config
+    for sibling in hints.sibling_weights(parameter.name):
+        level = context.levels.get(sibling, float("nan"))
+        if (
+            level >= config.vanish_absolute
+            and level >= config.vanish_depth_ratio * context.largest_level
+        ):
+            return True
+    return False
 
 
 def _first_below(parameter: Parameter, threshold: float) -> int:

@@ -220,3 +220,12 @@ def test_norms_scale_with_the_values(values: np.ndarray, scale: float, negate: b
         else:  # equal-width buckets scale with the values: so does the estimate
             assert scaled.l2_norm == pytest.approx(base.l2_norm * scale, rel=1e-6, abs=1e-300)
             assert scaled.l2_error_bound == pytest.approx(base.l2_error_bound, abs=1e-6)
+
+
+def test_finite_values_beyond_the_outermost_bucket_are_not_nonfinite() -> None:
+    values = np.array([1.0, -2.0, 3e25])  # 3e25 is past PyTorch's last default bucket (1e20)
+    buckets = torch_proto(values)
+    assert buckets.counts.sum() == 2 and buckets.num == 3
+    stats = stats_of(buckets)
+    assert stats.nonfinite_share == 0.0 and not stats.has_nonfinite
+    assert stats.l2_norm == pytest.approx(np.linalg.norm(values))  # exact fields still hold
