@@ -1,0 +1,217 @@
+"""The benchmark's generator writes what real writers write, and gradcheck stays fast.
+
+The speed guard compares gradcheck end to end (in process, through the CLI) with the bare
+parse loop on the same small generated log, by RATIO and best of a few runs, so a loaded
+machine or a slow CI runner does not make it flaky; it catches gross regressions only. The
+real numbers come from ``make bench`` (bench/README.md).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tensorboard.compat.proto import event_pb2, types_pb2
+from tensorboard.plugins.histogram.summary_v2 import histogram_pb
+from tensorboard.summary.writer.record_writer import RecordWriter
+from tensorboard.util import tensor_util
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench import encode, gen, readers  # noqa: E402
+from bench.network import keras_cnn, torch_resnet18  # noqa: E402
+
+GUARD_RATIO = 40.0  # today ~20x in process on this 4 MB log: lower it as the hot path gets faster
+GUARD_TRIES = 3
+
+
+def _events(path: Path) -> Iterator[event_pb2.Event]:
+    data = path.read_bytes()
+    offset = 0
+    while offset < len(data):
+        length = int.from_bytes(data[offset : offset + 8], "little")
+        yield event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
+        offset += 16 + length
+
+
+def _sample_rows(rows: int = 3, samples: int = 1000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(7)
+    values = rng.standard_normal((rows, samples)) * np.array([[1.0], [0.01], [30.0]])[:rows]
+    return values, np.ones_like(values, dtype=bool), np.ones(rows)
+
+
+def test_framing_is_byte_identical_to_record_writer() -> None:
+    payloads = [
+        encode.file_version_event(1.5e9, "tensorflow.core.util.events_writer"),
+        encode.tensor_scalar_event("loss", 1.5e9 + 1, 3, 0.25, True),
+        encode.simple_value_event("lr", 1.5e9 + 2, 300, 1e-3),
+        b"",
+    ]
+    expected = io.BytesIO()
+    writer = RecordWriter(expected)
+    for payload in payloads:
+        writer.write(payload)
+    writer.flush()
+    assert b"".join(encode.frame(p) for p in payloads) == expected.getvalue()
+
+
+def test_tf2_buckets_are_tensorboards() -> None:
+    values, valid, weight = _sample_rows()
+    ours = encode.tf2_buckets(values, valid, weight)
+    for row in range(values.shape[0]):
+        theirs = tensor_util.make_ndarray(histogram_pb("t", values[row]).value[0].tensor)
+        np.testing.assert_array_equal(ours[row], theirs)
+
+
+def test_torch_histograms_are_torchs() -> None:
+    tensorboardx_summary = pytest.importorskip("tensorboardX.summary")
+    values, valid, weight = _sample_rows()
+    ours = encode.torch_histograms(values, valid, weight)
+    for row in range(values.shape[0]):
+        theirs = tensorboardx_summary.make_histogram(values[row], encode.TORCH_BINS.tolist())
+        assert ours[row].bucket_limit.tolist() == list(theirs.bucket_limit)
+        assert ours[row].bucket.tolist() == list(theirs.bucket)
+        assert (ours[row].min, ours[row].max, ours[row].num) == (theirs.min, theirs.max, theirs.num)
+        assert ours[row].sum_squares == pytest.approx(theirs.sum_squares, rel=1e-12)
+        assert 300 < len(theirs.bucket) < 800  # "a few hundred buckets", as PyTorch writes
+
+
+def test_small_parameters_are_weighted_to_their_size() -> None:
+    values = np.random.default_rng(1).standard_normal((2, 8))
+    valid = np.arange(8)[None, :] < np.array([[8], [4]])
+    rows = encode.tf2_buckets(values, valid, np.array([100.0, 1.0]))
+    assert rows[:, :, 2].sum(axis=1).tolist() == [800.0, 4.0]
+    assert rows[1, 0, 0] == values[1, :4].min() and rows[1, -1, 1] == values[1, :4].max()
+
+
+@pytest.fixture(scope="module")
+def tensor_log(tmp_path_factory: pytest.TempPathFactory) -> gen.DatasetInfo:
+    spec = gen.DatasetSpec("tensor", 2_000_000, files=2)
+    return gen.write_dataset(tmp_path_factory.mktemp("tensor"), spec, seed=1)
+
+
+@pytest.fixture(scope="module")
+def histo_log(tmp_path_factory: pytest.TempPathFactory) -> gen.DatasetInfo:
+    return gen.write_dataset(tmp_path_factory.mktemp("histo"), gen.DatasetSpec("histo", 1_500_000))
+
+
+def _histogram_values(info: gen.DatasetInfo) -> Iterator[tuple[int, int, event_pb2.Event]]:
+    for number, file in enumerate(info.files):
+        for position, event in enumerate(_events(Path(file))):
+            yield number, position, event
+
+
+def test_tf2_log_looks_like_tf_summary_output(tensor_log: gen.DatasetInfo) -> None:
+    params = keras_cnn()
+    assert len(tensor_log.files) == 2
+    assert all(Path(f).stat().st_size >= 2_000_000 for f in tensor_log.files)
+    tags_with_metadata: list[tuple[int, str]] = []
+    last: dict[str, bytes] = {}
+    changed = unchanged = histograms = 0
+    wall_times, steps = [], []
+    for number, position, event in _histogram_values(tensor_log):
+        if position == 0:
+            assert event.file_version == "brain.Event:2"
+            assert event.source_metadata.writer == "tensorflow.core.util.events_writer"
+            continue
+        (value,) = event.summary.value  # one event per value, as real writers do
+        wall_times.append(event.wall_time)
+        steps.append(event.step)
+        if value.metadata.plugin_data.plugin_name:
+            tags_with_metadata.append((number, value.tag))
+        if value.tensor.tensor_shape.dim and value.tensor.dtype == types_pb2.DT_DOUBLE:
+            histograms += 1
+            rows = np.frombuffer(value.tensor.tensor_content, "<f8").reshape(30, 3)
+            assert np.all(np.diff(rows[:, 0]) > 0) and rows[-1, 1] > rows[0, 0]
+            name = value.tag.split("/", 1)[1]
+            numel = next(p.numel for p in params if p.name == name)
+            assert rows[:, 2].sum() == pytest.approx(numel)
+            if value.tag in last:
+                changed += last[value.tag] != value.tensor.tensor_content
+                unchanged += last[value.tag] == value.tensor.tensor_content
+            last[value.tag] = value.tensor.tensor_content
+    assert histograms == tensor_log.histograms
+    assert len(last) == 2 * len(params)
+    assert unchanged == 0 and changed > 0  # values move every step: nothing looks frozen
+    # plugin metadata on the first value of each tag only, again in each new file
+    assert len(tags_with_metadata) == len(set(tags_with_metadata)) == 2 * (2 * len(params) + 2)
+    assert np.all(np.diff(wall_times) > 0) and np.all(np.diff(steps) >= 0)
+    assert steps[-1] == tensor_log.steps - 1  # the second file resumes where the first stopped
+
+
+def test_pytorch_log_looks_like_add_histogram_output(histo_log: gen.DatasetInfo) -> None:
+    params = {p.name: p for p in torch_resnet18()}
+    assert len(params) == 62
+    seen: set[str] = set()
+    for _, position, event in _histogram_values(histo_log):
+        if position == 0:
+            assert event.source_metadata.writer == "tensorboard.summary.writer.event_file_writer"
+            continue
+        (value,) = event.summary.value
+        seen.add(value.tag)
+        if not value.HasField("histo"):
+            assert value.tag in ("Loss/train", "lr") and value.simple_value > 0
+            continue
+        histo = value.histo
+        assert histo.num == pytest.approx(params[value.tag.removesuffix(".grad")].numel)
+        assert sum(histo.bucket) == pytest.approx(histo.num)
+        assert histo.bucket[0] == 0 and histo.bucket_limit[0] <= histo.min <= histo.max
+        assert histo.max <= histo.bucket_limit[-1]
+        assert histo.sum_squares > 0 and abs(histo.sum) <= histo.num * max(-histo.min, histo.max)
+    assert seen == {*params, *(f"{name}.grad" for name in params), "Loss/train", "lr"}
+
+
+def test_dataset_names_round_trip() -> None:
+    assert gen.parse_dataset("histo-4x40MB") == gen.DatasetSpec("histo", 40_000_000, 4)
+    assert gen.parse_dataset("tensor-1GB").name == "tensor-1GB"
+    assert gen.dataset_names(["40MB"], ["tensor", "histo"], ["4x40MB"]) == [
+        "tensor-40MB",
+        "histo-40MB",
+        "tensor-4x40MB",
+    ]
+    with pytest.raises(ValueError, match="not a size"):
+        gen.parse_size("forty")
+
+
+def _elapsed(function: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
+
+
+@pytest.fixture(scope="module")
+def guard_log(tmp_path_factory: pytest.TempPathFactory) -> gen.DatasetInfo:
+    spec = gen.DatasetSpec("tensor", 4_000_000)
+    return gen.write_dataset(tmp_path_factory.mktemp("guard"), spec, seed=2)
+
+
+def test_gradcheck_is_not_grossly_slower_than_the_bare_parse_loop(
+    guard_log: gen.DatasetInfo,
+) -> None:
+    from click.testing import CliRunner
+
+    from gradcheck.cli import cli
+
+    args = ["analyze", guard_log.directory, "--format", "json", "--fail-on", "none"]
+    runner = CliRunner()
+    outcome = runner.invoke(cli, [*args, "--no-progress"])
+    assert outcome.exit_code == 0, outcome.output
+    report = json.loads(outcome.stdout)
+    assert sum(len(run["layers"]) for run in report["runs"]) == guard_log.parameters
+
+    bare_times, gradcheck_times = [], []
+    for _ in range(GUARD_TRIES):  # interleaved, so a burst of load hits both
+        bare_times.append(_elapsed(lambda: readers.bare(guard_log.directory)))
+        gradcheck_times.append(_elapsed(lambda: runner.invoke(cli, [*args, "--no-progress"])))
+    ratio = min(gradcheck_times) / min(bare_times)
+    assert ratio <= GUARD_RATIO, (
+        f"gradcheck took {min(gradcheck_times):.3f} s, {ratio:.1f}x the bare parse loop's"
+        f" {min(bare_times):.3f} s on {guard_log.histograms} histograms (guard: {GUARD_RATIO}x)"
+    )
