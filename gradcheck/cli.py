@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -52,9 +53,12 @@ class GradcheckGroup(click.Group):
         argv = list(sys.argv[1:] if args is None else args)
         debug = _wants_debug(argv)
         try:
-            result = super().main(
-                argv, prog_name or "gradcheck", complete_var, standalone_mode=False, **extra
-            )
+            with warnings.catch_warnings():
+                if not debug:  # numpy's "All-NaN slice" and the like are noise to a user
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                result = super().main(
+                    argv, prog_name or "gradcheck", complete_var, standalone_mode=False, **extra
+                )
             status = int(result) if isinstance(result, int) else ExitStatus.OK
         except (KeyboardInterrupt, click.Abort):
             click.echo("gradcheck: interrupted", err=True)

@@ -82,8 +82,9 @@ class TableFormatter(Formatter):
         console.print(Text(run.run, style="bold"))
         for line in _run_summary(run):
             console.print(Padding(Text(line), (0, 0, 0, 2)))
-        for line in _warning_lines(run):
-            console.print(Padding(Text(line, style="yellow"), (0, 0, 0, 2)))
+        warnings = _warning_lines(run)
+        if warnings:
+            console.print(Padding(_hanging("!", warnings, "yellow"), (0, 0, 0, 2)))
         if run.clipping is not None:
             console.print(Padding(Text(clipping_phrase(run.clipping)), (0, 0, 0, 2)))
         if selection.listed:
@@ -130,11 +131,21 @@ def _run_summary(run: RunReport) -> list[str]:
 
 def _warning_lines(run: RunReport) -> list[str]:
     """The first warnings of a run, then how many more there are."""
-    lines = [f"! {warning}" for warning in run.warnings[:MAX_WARNINGS]]
+    lines = list(run.warnings[:MAX_WARNINGS])
     extra = len(run.warnings) - MAX_WARNINGS
     if extra > 0:
-        lines.append(f"! … and {plural(extra, 'more warning')} (--format json lists all)")
+        lines.append(f"… and {plural(extra, 'more warning')} (--format json lists all)")
     return lines
+
+
+def _hanging(mark: str, lines: list[str], style: str) -> Table:
+    """``lines`` each after ``mark``, wrapped lines indented under the text, not the mark."""
+    grid = Table.grid(padding=(0, 1, 0, 0))
+    grid.add_column(width=len(mark), no_wrap=True)
+    grid.add_column()
+    for line in lines:
+        grid.add_row(Text(mark, style=style), Text(line, style=style))
+    return grid
 
 
 def _tail_lines(selection: LayerSelection) -> list[str]:

@@ -1,0 +1,298 @@
+"""The ``gradcheck`` command through click's CliRunner: every exit status, every format, bad input.
+
+Runs are real event files written with tensorboard's pure-Python record writer (see
+``tests/eventfiles.py``): a healthy run, and a run whose gradients grow tenfold every two steps
+until they are NaN (written the way PyTorch writes a non-finite tensor).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner, Result
+
+from gradcheck import __version__, cli
+from gradcheck.errors import ConfigError
+from gradcheck.gate import failing_layers, parse_fail_on
+from gradcheck.report.interface import Env
+from gradcheck.status import ExitStatus
+from gradcheck.steps import StepWindow
+from tests import eventfiles as ef
+from tests.handmade import clean_report, sample_report
+from tests.synthetic_runs import BLOW_UP, NAN_FROM, PARAMETERS, STEPS, write_run
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``logs/healthy`` and ``logs/exploding``."""
+    root = tmp_path_factory.mktemp("logs")
+    write_run(root / "healthy", exploding=False)
+    write_run(root / "exploding", exploding=True, seed=1)
+    return root
+
+
+def invoke(*args: str, env: Env | None = None, **environ: str) -> Result:
+    """Run ``gradcheck args...`` in-process, stdout and stderr kept apart."""
+    return CliRunner().invoke(
+        cli.cli,
+        list(args),
+        prog_name="gradcheck",
+        obj=env,
+        env=environ or None,
+        catch_exceptions=False,
+    )
+
+
+def assert_one_line_error(result: Result, *fragments: str) -> None:
+    """Exit status 2, nothing on stdout, one ``gradcheck: error:`` line naming ``fragments``."""
+    assert result.exit_code == ExitStatus.INPUT_ERROR, result.output
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("gradcheck: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+# --- exit statuses on real files --------------------------------------------------------------
+
+
+def test_healthy_run_exits_0(logs: Path) -> None:
+    result = invoke("analyze", str(logs / "healthy"))
+    assert result.exit_code == ExitStatus.OK, result.output
+    assert str(logs / "healthy") in result.stdout
+    assert "3 ok" in result.stdout and result.stderr == ""
+
+
+def test_exploding_run_exits_1_with_the_nan_first(logs: Path) -> None:
+    result = invoke("analyze", str(logs / "exploding"), "--format", "json")
+    assert result.exit_code == ExitStatus.FINDINGS
+    (run,) = json.loads(result.stdout)["runs"]
+    assert {layer["verdict"] for layer in run["layers"]} == {"nan"}
+    assert run["steps"] == [0, STEPS - 1]
+    first_bad = [layer["first_bad_step"] for layer in run["layers"]]
+    assert all(BLOW_UP <= step <= NAN_FROM for step in first_bad), first_bad
+
+
+@pytest.mark.parametrize(
+    ("fail_on", "status"),
+    [("none", ExitStatus.OK), ("static,vanishing", ExitStatus.OK), ("any", ExitStatus.FINDINGS)],
+)
+def test_fail_on_decides_the_exit_status(logs: Path, fail_on: str, status: int) -> None:
+    result = invoke("analyze", str(logs), "--fail-on", fail_on, "--format", "csv")
+    assert result.exit_code == status
+
+
+def test_step_window_applies_before_the_verdicts(logs: Path) -> None:
+    result = invoke("analyze", str(logs / "exploding"), "--steps", f":{BLOW_UP - 1}")
+    assert result.exit_code == ExitStatus.OK, result.output
+    assert f"steps 0–{BLOW_UP - 1}" in result.stdout
+
+
+def test_internal_error_exits_3_with_one_line(logs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr("gradcheck.pipeline.analyze", broken)
+    result = invoke("analyze", str(logs))
+    assert result.exit_code == ExitStatus.INTERNAL_ERROR
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("gradcheck: internal error: ZeroDivisionError: division by zero")
+    assert "--debug" in line
+    debug = invoke("analyze", str(logs), "--debug")
+    assert debug.exit_code == ExitStatus.INTERNAL_ERROR
+    assert "Traceback (most recent call last)" in debug.stderr
+
+
+# --- formats ----------------------------------------------------------------------------------
+
+
+def test_every_format_from_the_command_line(logs: Path) -> None:
+    outputs = {
+        name: invoke("analyze", str(logs), "--format", name, "--fail-on", "none")
+        for name in cli.FORMAT_CHOICES
+    }
+    assert all(result.exit_code == 0 for result in outputs.values())
+    document = json.loads(outputs["json"].stdout)
+    assert document["schema"] == 1 and document["gradcheck"] == __version__
+    assert [run["run"] for run in document["runs"]] == [
+        str(logs / "exploding"),
+        str(logs / "healthy"),
+    ]
+    assert all(len(run["layers"]) == len(PARAMETERS) for run in document["runs"])
+    rows = list(csv.DictReader(io.StringIO(outputs["csv"].stdout)))
+    assert len(rows) == 2 * len(PARAMETERS)
+    assert outputs["markdown"].stdout.startswith(f"## gradcheck {__version__}: 2 runs, 3 findings")
+    assert "healthy parameters" in outputs["table"].stdout
+
+
+def test_output_file_leaves_stdout_empty(logs: Path, tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    result = invoke("analyze", str(logs), "--format", "json", "--output", str(target))
+    assert result.exit_code == ExitStatus.FINDINGS
+    assert result.stdout == ""
+    assert json.loads(target.read_text())["schema"] == 1
+    assert result.stderr == f"gradcheck: wrote json report to {target}\n"
+
+
+def test_table_is_coloured_only_on_a_terminal_without_no_color(logs: Path) -> None:
+    terminal = Env(stdout_isatty=True, width=80)
+    assert "\x1b[" in invoke("analyze", str(logs), env=terminal).stdout
+    assert "\x1b[" not in invoke("analyze", str(logs)).stdout
+    no_color = invoke("analyze", str(logs), NO_COLOR="1")
+    assert "\x1b[" not in no_color.stdout
+    assert Env.from_system(sys.stdout, sys.stderr, {"NO_COLOR": "1"}).no_color
+
+
+def test_table_fits_80_columns(logs: Path) -> None:
+    result = invoke("analyze", str(logs), "--all", env=Env(width=80))
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+
+
+def test_layer_and_run_globs_filter(logs: Path) -> None:
+    result = invoke(
+        "analyze", str(logs), "--format", "json", "--layer", "fc2*", "--run", "*exploding"
+    )
+    (run,) = json.loads(result.stdout)["runs"]
+    assert run["run"].endswith("exploding")
+    assert [layer["name"] for layer in run["layers"]] == ["fc2.weight"]
+    assert run["counts"]["nan"] == 1
+
+
+# --- bad input: exit 2, one line, never a traceback -------------------------------------------
+
+
+def test_missing_path(tmp_path: Path) -> None:
+    assert_one_line_error(invoke("analyze", str(tmp_path / "nope")), "nope", "does not exist")
+
+
+def test_empty_directory(tmp_path: Path) -> None:
+    assert_one_line_error(invoke("analyze", str(tmp_path)), "no event file found")
+
+
+def test_random_bytes_named_like_an_event_file(tmp_path: Path) -> None:
+    path = tmp_path / "events.out.tfevents.1700000000.host"
+    path.write_bytes(np.random.default_rng(3).bytes(5000))
+    assert_one_line_error(
+        invoke("analyze", str(tmp_path)), "no TensorBoard records could be read from"
+    )
+
+
+def test_zero_byte_event_file(tmp_path: Path) -> None:
+    (tmp_path / "events.out.tfevents.1700000000.host").write_bytes(b"")
+    assert_one_line_error(
+        invoke("analyze", str(tmp_path)), "no TensorBoard records could be read from"
+    )
+
+
+def test_only_non_summary_events(tmp_path: Path) -> None:
+    ef.write_events(tmp_path / "events.out.tfevents.1", [ef.file_version(), ef.graph()])
+    assert_one_line_error(invoke("analyze", str(tmp_path)), "no histogram or scalar")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (("--format", "xml"), ("--format", "xml")),
+        (("--fail-on", "exploding,lava"), ("--fail-on", "lava")),
+        (("--steps", "ten:20"), ("--steps", "ten")),
+        (("--steps", "20:10"), ("--steps",)),
+        (("--top", "0"), ("--top",)),
+        (("--grad-pattern", "(unclosed"), ("(unclosed",)),
+        (("--run", "nothing*"), ("nothing*",)),
+        (("--layer", "nothing*"), ("nothing*",)),
+        (("--bogus",), ("--bogus",)),
+    ],
+)
+def test_bad_options(logs: Path, args: tuple[str, ...], fragments: tuple[str, ...]) -> None:
+    assert_one_line_error(invoke("analyze", str(logs), *args), *fragments)
+
+
+def test_missing_config_file(logs: Path, tmp_path: Path) -> None:
+    result = invoke("analyze", str(logs), "--config", str(tmp_path / "missing.toml"))
+    assert_one_line_error(result, "missing.toml")
+
+
+def test_unwritable_output(logs: Path, tmp_path: Path) -> None:
+    result = invoke("analyze", str(logs), "--output", str(tmp_path / "no" / "such" / "dir.txt"))
+    assert_one_line_error(result, "cannot write")
+
+
+def test_no_path_is_a_usage_error() -> None:
+    assert_one_line_error(invoke("analyze"), "PATH")
+
+
+def test_damaged_file_is_a_warning_not_a_failure(logs: Path, tmp_path: Path) -> None:
+    source = logs / "healthy" / "events.out.tfevents.1700000000.host.1.0"
+    damaged = tmp_path / "run" / source.name
+    damaged.parent.mkdir()
+    damaged.write_bytes(source.read_bytes()[:-100])  # training still writing the last record
+    result = invoke("analyze", str(damaged.parent), "--format", "json")
+    assert result.exit_code == ExitStatus.OK, result.output
+    (run,) = json.loads(result.stdout)["runs"]
+    assert len(run["layers"]) == len(PARAMETERS)
+    assert any("byte" in warning for warning in run["warnings"]), run["warnings"]
+
+
+# --- the command itself -----------------------------------------------------------------------
+
+
+def test_version_and_help() -> None:
+    assert invoke("--version").stdout == f"gradcheck, version {__version__}\n"
+    help_text = invoke("analyze", "--help").stdout
+    for option in ("--format", "--fail-on", "--top", "--all", "--steps", "--no-progress"):
+        assert option in help_text
+    assert "Exit status:" in help_text and "3  internal error" in help_text
+    assert "inspect" in invoke("--help").stdout
+
+
+def test_python_dash_m_gradcheck() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    assert result.returncode == 0 and result.stdout.strip() == f"gradcheck, version {__version__}"
+
+
+# --- the small cores behind the options -------------------------------------------------------
+
+
+def test_parse_fail_on() -> None:
+    assert parse_fail_on("nan,exploding") == {"nan", "exploding"}
+    assert parse_fail_on(" NaN , static ") == {"nan", "static"}
+    assert parse_fail_on("any") == {"nan", "exploding", "vanishing", "static"}
+    assert parse_fail_on("none") == frozenset()
+    for bad in ("ok", "", "any,nan", "explode"):
+        with pytest.raises(ConfigError):
+            parse_fail_on(bad)
+
+
+def test_failing_layers_uses_every_flag() -> None:
+    report = sample_report()
+    assert [layer.name for layer in failing_layers(report, frozenset({"exploding"}))] == [
+        "fc1.weight",  # verdict nan, also flagged exploding
+        "fc2.weight",
+    ]
+    assert failing_layers(clean_report(), parse_fail_on("any")) == []
+
+
+def test_step_window() -> None:
+    assert StepWindow.parse("100:500") == StepWindow(100, 500)
+    assert StepWindow.parse(":5") == StepWindow(None, 5) and StepWindow.parse("5:").first == 5
+    assert str(StepWindow(None, 5)) == ":5"
+    window = StepWindow.parse("10:20")
+    assert [window.contains(step) for step in (9, 10, 20, 21)] == [False, True, True, False]
+    for bad in ("10", "a:b", "5:1", "1:2:3"):
+        with pytest.raises(ConfigError):
+            StepWindow.parse(bad)

@@ -1,0 +1,122 @@
+"""The pipeline on real event files: per-file reduction, step window, globs, progress, errors."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+from gradcheck.config import DEFAULT_CONFIG
+from gradcheck.detect import analyze_run
+from gradcheck.discover import discover
+from gradcheck.errors import InputError
+from gradcheck.model import Report
+from gradcheck.pipeline import FilePart, analyze, filter_layers, reduce_file
+from gradcheck.reader import read_run
+from gradcheck.series import reduce_records
+from gradcheck.steps import StepWindow
+from gradcheck.tags import TagRules
+from tests import eventfiles as ef
+from tests.synthetic_runs import BLOW_UP, NAN_FROM, PARAMETERS, STEPS, write_run
+
+RULES = TagRules.from_patterns(None, None)
+
+
+def run_analysis(*paths: Path, **options: object) -> Report:
+    return analyze([str(p) for p in paths], config=DEFAULT_CONFIG, rules=RULES, **options)  # type: ignore[arg-type]
+
+
+def verdicts(report: Report) -> dict[str, tuple[str, int | None]]:
+    (run,) = report.runs
+    return {layer.name: (layer.verdict, layer.first_bad_step) for layer in run.layers}
+
+
+def test_files_reduced_apart_and_merged_match_the_whole_run(tmp_path: Path) -> None:
+    one = write_run(tmp_path / "one", exploding=True, seed=4)
+    three = write_run(tmp_path / "three", exploding=True, seed=4, files=3)
+    split = run_analysis(three)
+    assert len(split.runs[0].files) == 3
+    assert verdicts(split) == verdicts(run_analysis(one))
+    (whole,) = discover([str(three)])
+    streamed = analyze_run(reduce_records(read_run(whole)), DEFAULT_CONFIG, RULES)
+    assert {x.name: x.verdict for x in streamed.layers} == {
+        name: verdict for name, (verdict, _) in verdicts(split).items()
+    }
+    assert all(verdict == "nan" for verdict, _ in verdicts(split).values())
+
+
+def test_step_window_is_applied_before_the_statistics(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "exploding", exploding=True)
+    before = run_analysis(run, steps=StepWindow(None, BLOW_UP - 1))
+    assert before.runs[0].steps == (0, BLOW_UP - 1)
+    assert {verdict for verdict, _ in verdicts(before).values()} == {"ok"}
+    late = run_analysis(run, steps=StepWindow(NAN_FROM, None))
+    assert late.runs[0].steps == (NAN_FROM, STEPS - 1)
+    assert all(verdict == "nan" for verdict, _ in verdicts(late).values())
+
+
+def test_layer_glob_matches_names_and_tags_and_recounts(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "exploding", exploding=True)
+    report = run_analysis(run, layer_glob="gradients/fc1.*")
+    assert sorted(verdicts(report)) == ["fc1.bias", "fc1.weight"]
+    assert report.runs[0].counts["nan"] == 2
+    unfiltered = run_analysis(run)
+    assert filter_layers(unfiltered.runs, None) == list(unfiltered.runs)
+    with pytest.raises(InputError, match="no parameter matches --layer 'conv\\*'"):
+        filter_layers(unfiltered.runs, "conv*")
+
+
+def test_run_glob_matches_the_directory_name(tmp_path: Path) -> None:
+    write_run(tmp_path / "healthy", exploding=False)
+    write_run(tmp_path / "exploding", exploding=True)
+    report = run_analysis(tmp_path, run_glob="heal*")
+    assert [run.run for run in report.runs] == [str(tmp_path / "healthy")]
+    with pytest.raises(InputError, match="no run matches --run 'x\\*' \\(runs found: "):
+        run_analysis(tmp_path, run_glob="x*")
+
+
+def test_progress_reaches_the_total_and_never_goes_back(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", exploding=False, files=2)
+    calls: list[tuple[int, int]] = []
+    run_analysis(run, progress=lambda done, total: calls.append((done, total)))
+    sizes = sum(path.stat().st_size for path in run.iterdir())
+    assert calls and all(total == sizes for _, total in calls)
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and done[0] == 0 and max(done) <= sizes
+
+
+def test_a_run_with_nothing_readable_is_reported_among_readable_ones(tmp_path: Path) -> None:
+    write_run(tmp_path / "good", exploding=False)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "events.out.tfevents.1.host").write_bytes(b"")
+    report = run_analysis(tmp_path)
+    empty = next(run for run in report.runs if run.run.endswith("empty"))
+    assert empty.layers == () and empty.steps is None
+    assert empty.warnings[-1] == "no histogram or scalar could be read in this run"
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"", "1 event file, empty (0 bytes)"),
+        (b"\x00garbage" * 300, "no valid TFRecord in 1 event file"),
+        (ef.frame([ef.file_version().SerializeToString()]), "1 events in 1 event file but no"),
+    ],
+)
+def test_nothing_readable_says_why(tmp_path: Path, content: bytes, reason: str) -> None:
+    (tmp_path / "events.out.tfevents.1.host").write_bytes(content)
+    with pytest.raises(InputError, match="no TensorBoard records could be read from") as error:
+        run_analysis(tmp_path)
+    assert reason in str(error.value)
+
+
+def test_reduce_file_can_run_in_another_process(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", exploding=False)
+    (path,) = sorted(str(p) for p in run.iterdir())
+    part = reduce_file(path, str(run), StepWindow(5, 9))
+    assert (part.values_read, part.values_kept) == (STEPS * (2 * len(PARAMETERS) + 1), 5 * 7)
+    assert pickle.loads(pickle.dumps(reduce_file)) is reduce_file
+    copy = pickle.loads(pickle.dumps(part))
+    assert isinstance(copy, FilePart) and copy.values_kept == part.values_kept
+    assert sorted(copy.data.histograms) == sorted(part.data.histograms)
