@@ -182,10 +182,10 @@ def _loss_ratio(loss: ScalarSeries | None, config: Config) -> float | None:
     if loss is None:
         return None
     values = loss.values[np.isfinite(loss.values)]
-    if values.size < 6 or (values <= 0).any():
-        return None
+    if values.size < 6 or (values < 0).any():
+        return None  # not a positive quantity (a GAN's or a likelihood's): no ratio
     early, late, _ = early_and_late(values, config)
-    return late / early
+    return late / early if early > 0 else None
 
 
 def _typical_weight_rms(parameters: list[Parameter], config: Config) -> float:

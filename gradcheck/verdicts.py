@@ -186,17 +186,20 @@ def find_rise(
     bad = np.isin(steps, bad_steps)
     last_finite = int(finite[-1])
     for start, end in _episodes(above):
-        runs_into_bad = end < values.size and bool(bad[end:].any()) and not above[end:].any()
+        onset = _onset(ratio, start)
+        if onset == 0 and not ratio[0] <= NEAR_BASELINE:
+            continue  # high from the first step on: a decay towards the baseline, not a rise
+        runs_into_bad = end < values.size and (bool(bad[end]) or end > last_finite)
         sustained = end - start >= config.explode_sustain_steps or runs_into_bad
         sustained |= end - 1 == last_finite and end - start >= 2
         spike = float(np.nanmax(ratio[start:end])) >= config.explode_spike_factor
         if sustained or spike:
             return Rise(
                 baseline=baseline,
-                peak_ratio=float(np.nanmax(ratio)),
-                onset_step=int(steps[_onset(ratio, start)]),
+                peak_ratio=float(np.nanmax(ratio[start:])),
+                onset_step=int(steps[onset]),
                 first_above_step=int(steps[start]),
-                steps_above=int(above.sum()),
+                steps_above=int(above[start:].sum()),
                 into_nonfinite=runs_into_bad,
             )
     return None
@@ -473,6 +476,8 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | None:
     threshold = context.config.static_movement
     if not (move.bit_identical or moved < threshold):
         return None
+    if _sibling_moved(parameter, context):
+        return None
     others = [m for name, m in context.movements.items() if name != parameter.name]
     others_moved = max((max(m.from_first, m.norm_change) for m in others), default=0.0)
     if others_moved < context.config.others_moving:
@@ -496,6 +501,17 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | None:
         hints.static_hint(kind, parameter.gradient is not None),
         {"weight_movement": moved},
     )
+
+
+def _sibling_moved(parameter: Parameter, context: RunContext) -> bool:
+    """A bias that stays put while its layer's weight moves is not a frozen layer: a bias
+    feeding a BatchNorm gets ~zero gradient by design, so plain SGD never moves it."""
+    threshold = context.config.static_movement
+    for sibling in hints.sibling_weights(parameter.name):
+        move = context.movements.get(sibling)
+        if move is not None and max(move.from_first, move.norm_change) >= threshold:
+            return True
+    return False
 
 
 def _gradient_note(parameter: Parameter) -> str:
