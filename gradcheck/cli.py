@@ -222,17 +222,26 @@ def analyze(
     help="Output format: table or json.",
 )
 @click.option("--output", "-o", metavar="FILE", help="Write the listing to FILE, not stdout.")
+@click.option("--grad-pattern", metavar="RE", help="Regex for gradient tags, group (?P<name>).")
+@click.option("--weight-pattern", metavar="RE", help="Regex for weight tags, group (?P<name>).")
 @debug_option
 @click.pass_context
 def inspect(
-    ctx: click.Context, paths: tuple[str, ...], format_name: str, output: str | None
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    format_name: str,
+    output: str | None,
+    grad_pattern: str | None,
+    weight_pattern: str | None,
 ) -> ExitStatus:
     """List the runs under PATH..., their files, tags and any damage (no verdicts)."""
     from gradcheck.inspect import inspect_paths
     from gradcheck.report.inspect_view import format_inspect
+    from gradcheck.tags import TagRules
 
     env = _env(ctx)
-    listing = inspect_paths(list(paths))
+    rules = TagRules.from_patterns(grad_pattern, weight_pattern)
+    listing = inspect_paths(list(paths), rules)
     _emit(format_inspect(listing, format_name, env if output is None else Env()), output, env)
     return ExitStatus.OK
 

@@ -296,3 +296,45 @@ def test_step_window() -> None:
     for bad in ("10", "a:b", "5:1", "1:2:3"):
         with pytest.raises(ConfigError):
             StepWindow.parse(bad)
+
+
+# --- gradcheck inspect ------------------------------------------------------------------------
+
+
+def test_inspect_lists_tags_and_damage(logs: Path, tmp_path: Path) -> None:
+    source = logs / "healthy" / "events.out.tfevents.1700000000.host.1.0"
+    damaged = tmp_path / "run" / source.name
+    damaged.parent.mkdir()
+    damaged.write_bytes(source.read_bytes()[:-100])
+    result = invoke("inspect", str(damaged.parent))
+    assert result.exit_code == ExitStatus.OK, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = {line.split()[1]: line.split() for line in lines if line.startswith("    ")}
+    assert rows["gradients/fc1.weight"][:4] == [
+        "gradient",
+        "gradients/fc1.weight",
+        "histo",
+        f"0–{STEPS - 2}",
+    ]
+    assert rows["weights/fc2.weight"][-1] == "640"  # elements per histogram (10 x 64)
+    assert rows["loss"][0] == "scalar"
+    assert any(line.strip().startswith("! incomplete final record") for line in lines)
+
+
+def test_inspect_json(logs: Path) -> None:
+    result = invoke("inspect", str(logs), "--format", "json")
+    assert result.exit_code == ExitStatus.OK
+    document = json.loads(result.stdout)
+    assert document["schema"] == 1 and len(document["runs"]) == 2
+    (file,) = document["runs"][0]["files"]
+    tags = {tag["name"]: tag for tag in file["tags"]}
+    assert len(tags) == 2 * len(PARAMETERS) + 1
+    assert tags["gradients/fc1.bias"]["count"] == STEPS
+    assert tags["gradients/fc1.bias"]["element_counts"] == [64]
+    assert file["damages"] == [] and file["records"] == STEPS + 1
+
+
+def test_inspect_bad_input(tmp_path: Path) -> None:
+    assert_one_line_error(invoke("inspect", str(tmp_path / "nope")), "does not exist")
+    assert_one_line_error(invoke("inspect", str(tmp_path), "--format", "csv"), "--format")

@@ -84,7 +84,7 @@ class TableFormatter(Formatter):
             console.print(Padding(Text(line), (0, 0, 0, 2)))
         warnings = _warning_lines(run)
         if warnings:
-            console.print(Padding(_hanging("!", warnings, "yellow"), (0, 0, 0, 2)))
+            console.print(Padding(hanging("!", warnings, "yellow"), (0, 0, 0, 2)))
         if run.clipping is not None:
             console.print(Padding(Text(clipping_phrase(run.clipping)), (0, 0, 0, 2)))
         if selection.listed:
@@ -138,7 +138,7 @@ def _warning_lines(run: RunReport) -> list[str]:
     return lines
 
 
-def _hanging(mark: str, lines: list[str], style: str) -> Table:
+def hanging(mark: str, lines: list[str], style: str) -> Table:
     """``lines`` each after ``mark``, wrapped lines indented under the text, not the mark."""
     grid = Table.grid(padding=(0, 1, 0, 0))
     grid.add_column(width=len(mark), no_wrap=True)

@@ -1,0 +1,177 @@
+"""Renderings of ``gradcheck inspect``: what the event files hold, as a table or as JSON.
+
+The inspect listing is a different document from the analysis report (no verdicts), so it has
+its own two renderers here rather than a place in ``FORMATS``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+from typing import Any
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from gradcheck import __version__
+from gradcheck.inspect import FileSummary, InspectReport, RunSummary, TagSummary
+from gradcheck.report.interface import Env
+from gradcheck.report.numbers import format_steps
+from gradcheck.report.table import hanging, rstrip_styled, shorten
+from gradcheck.report.view import plural
+
+INSPECT_SCHEMA_VERSION = 1
+KIND_LABELS = {
+    "weight histogram": "weight",
+    "gradient histogram": "gradient",
+    "other histogram": "other",
+    "scalar": "scalar",
+}
+ENCODING_LABELS = {"simple_value": "simple"}
+
+
+def format_inspect(report: InspectReport, format_name: str, env: Env) -> str:
+    """The listing in ``format_name`` (``table`` or ``json``)."""
+    if format_name == "json":
+        return inspect_json(report)
+    return inspect_table(report, env)
+
+
+def inspect_json(report: InspectReport) -> str:
+    """Runs -> files -> tags, damages and notices, as strict JSON."""
+    document = {
+        "schema": INSPECT_SCHEMA_VERSION,
+        "gradcheck": __version__,
+        "runs": [_run_document(run) for run in report.runs],
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _run_document(run: RunSummary) -> dict[str, Any]:
+    return {
+        "run": run.path,
+        "steps": None if run.steps is None else list(run.steps),
+        "files": [_file_document(file) for file in run.files],
+        "notices": [
+            {"file": n.file, "kind": n.kind, "tag": n.tag, "step": n.step, "message": n.message}
+            for n in run.notices
+        ],
+    }
+
+
+def _file_document(file: FileSummary) -> dict[str, Any]:
+    return {
+        "path": file.path,
+        "size": file.size,
+        "records": file.records,
+        "events": file.events,
+        "writer": file.writer,
+        "tags": [_tag_fields(tag) for tag in file.tags],
+        "damages": [
+            {"offset": d.offset, "kind": d.kind, "lost_bytes": d.lost_bytes, "message": d.message}
+            for d in file.damages
+        ],
+    }
+
+
+def _tag_fields(tag: TagSummary) -> dict[str, Any]:
+    """Every field of the tag summary (all plain ints and strings)."""
+    fields = dataclasses.asdict(tag)
+    fields["element_counts"] = list(tag.element_counts)
+    return fields
+
+
+def inspect_table(report: InspectReport, env: Env) -> str:
+    """Per run and file: size, records, writer, one row per tag, then damage and notices."""
+    console = Console(
+        file=io.StringIO(),
+        width=env.width,
+        force_terminal=env.color,
+        no_color=not env.color,
+        color_system="standard" if env.color else None,
+        highlight=False,
+        emoji=False,
+        markup=False,
+    )
+    for position, run in enumerate(report.runs):
+        if position:
+            console.print()
+        _print_run(console, run, env.width)
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    return "\n".join(rstrip_styled(line) for line in text.splitlines()) + "\n"
+
+
+def _print_run(console: Console, run: RunSummary, width: int) -> None:
+    console.print(Text(run.path, style="bold"))
+    summary = f"{plural(len(run.files), 'file')} · steps {format_steps(run.steps)}"
+    console.print(Padding(Text(summary), (0, 0, 0, 2)))
+    for file in run.files:
+        console.print(Padding(Text(_file_line(file)), (0, 0, 0, 2)))
+        if file.tags:
+            console.print(Padding(_tag_table(file.tags, width - 4), (0, 0, 0, 4)))
+        else:
+            console.print(Padding(Text("no histogram or scalar", style="dim"), (0, 0, 0, 4)))
+        damages = [damage.message for damage in file.damages]
+        if damages:
+            console.print(Padding(hanging("!", damages, "yellow"), (0, 0, 0, 4)))
+    notices = [notice.message for notice in run.notices]
+    if notices:
+        console.print(Padding(hanging("!", notices, "yellow"), (0, 0, 0, 2)))
+
+
+def _file_line(file: FileSummary) -> str:
+    """``events.out.tfevents... · 1.2 MB · 4,321 records · pytorch``."""
+    parts = [
+        os.path.basename(file.path),
+        human_size(file.size),
+        plural(file.records, "record"),
+        file.writer or "writer unknown",
+    ]
+    return " · ".join(parts)
+
+
+def _tag_table(tags: tuple[TagSummary, ...], width: int) -> Table:
+    """One row per tag, the tag column taking what the others leave of ``width``."""
+    fixed = {"kind": 8, "encoding": 8, "steps": 11, "count": 6, "elements": 9}
+    tag_width = max(12, width - sum(fixed.values()) - len(fixed))
+    table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False)
+    table.add_column("kind", width=fixed["kind"], no_wrap=True)
+    table.add_column("tag", width=min(tag_width, max(len(t.name) for t in tags)), no_wrap=True)
+    table.add_column("encoding", width=fixed["encoding"], no_wrap=True)
+    table.add_column("steps", width=fixed["steps"], no_wrap=True)
+    table.add_column("count", width=fixed["count"], justify="right", no_wrap=True)
+    table.add_column("elements", width=fixed["elements"], justify="right", no_wrap=True)
+    for tag in tags:
+        table.add_row(
+            KIND_LABELS[tag.kind],
+            shorten(tag.name, tag_width),
+            ENCODING_LABELS.get(tag.encoding, tag.encoding),
+            format_steps((tag.first_step, tag.last_step)),
+            str(tag.count),
+            _elements(tag.element_counts),
+        )
+    return table
+
+
+def _elements(counts: tuple[int, ...]) -> str:
+    """Values per histogram: ``5000``, or ``50/5000/5500`` when a tag collides, ``–`` if none."""
+    if not counts:
+        return "–"
+    text = "/".join(str(count) for count in counts)
+    return text if len(text) <= 9 else f"{len(counts)} sizes"
+
+
+def human_size(size: int) -> str:
+    """``812 B``, ``12.3 KB``, ``1.6 MB`` (powers of 1000, as file managers show)."""
+    if size < 1000:
+        return f"{size} B"
+    value = size / 1000
+    for unit in ("KB", "MB"):
+        if value < 1000:
+            return f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"
