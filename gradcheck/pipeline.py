@@ -37,7 +37,7 @@ from gradcheck.tags import TagRules
 ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(bytes_done, bytes_total)`` while event files are read."""
 
-PROGRESS_EVERY = 4096  # records between two progress reports within a file
+PROGRESS_EVERY = 256  # records between two progress reports within a file (cheap: rich throttles)
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ def analyze(
         [reduce_file(path, run.path, window, tracker.reporter()) for path in run.files]
         for run in runs
     ]
+    tracker.finish()
     _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
     reports = [
         analyze_parts(run, parts, config, rules)
@@ -149,6 +150,11 @@ class _ProgressTracker:
         self._file += 1
         self._progress(self._finished, self._total)
         return self._at_offset
+
+    def finish(self) -> None:
+        """Report that every byte has been read."""
+        if self._progress is not None:
+            self._progress(self._total, self._total)
 
     def _at_offset(self, offset: int) -> None:
         if self._progress is not None:

@@ -338,3 +338,14 @@ def test_inspect_json(logs: Path) -> None:
 def test_inspect_bad_input(tmp_path: Path) -> None:
     assert_one_line_error(invoke("inspect", str(tmp_path / "nope")), "does not exist")
     assert_one_line_error(invoke("inspect", str(tmp_path), "--format", "csv"), "--format")
+
+
+def test_progress_bar_goes_to_stderr_only_when_it_is_a_terminal(logs: Path) -> None:
+    piped = invoke("analyze", str(logs), "--format", "json")
+    assert piped.stderr == ""
+    terminal = invoke("analyze", str(logs), "--format", "json", env=Env(stderr_isatty=True))
+    assert json.loads(terminal.stdout) == json.loads(piped.stdout)  # stdout stays the report
+    quiet = invoke(
+        "analyze", str(logs), "--no-progress", "--format", "json", env=Env(stderr_isatty=True)
+    )
+    assert quiet.stderr == ""
