@@ -554,6 +554,85 @@ def torch_clipped_exploding_lr_held(log_dir: Path) -> None:
     )  # fmt: skip
 
 
+@zoo_run("torch", HEALTHY)
+def torch_linear_bn_sgd_healthy(log_dir: Path) -> None:
+    """Linear -> BatchNorm with plain SGD: the Linear bias gets ~zero gradient and never
+    moves, by design (BatchNorm removes it)."""
+    torch = _torch()
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(20, 64),
+        torch.nn.BatchNorm1d(64),
+        torch.nn.ReLU(),
+        torch.nn.Linear(64, 4),
+    )
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    _train_torch(log_dir, model, optimizer, _classification(torch), _ce(torch), 150, every=3)
+
+
+@zoo_run("torch", HEALTHY)
+def torch_fast_initial_drop_healthy(log_dir: Path) -> None:
+    """A large initial loss that Adam removes in a few steps: gradients fall 100x early."""
+    torch = _torch()
+    torch.manual_seed(6)
+    model = _mlp(torch, [16, 32, 1], torch.nn.ReLU)
+    with torch.no_grad():
+        model[2].bias.fill_(40.0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.5)
+    _train_torch(log_dir, model, optimizer, _regression(torch), _mse(torch), 150)
+
+
+@zoo_run("torch", HEALTHY)
+def torch_warmup_cosine_sgd_healthy(log_dir: Path) -> None:
+    torch = _torch()
+    torch.manual_seed(7)
+    model = _mlp(torch, [20, 128, 64, 4], torch.nn.GELU)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=300)
+
+    class Stepper:  # step the schedule with the optimizer
+        def __init__(self) -> None:
+            self.param_groups = optimizer.param_groups
+
+        def step(self) -> None:
+            optimizer.step()
+            schedule.step()
+
+    _train_torch(log_dir, model, Stepper(), _classification(torch), _ce(torch), 300, every=6)
+
+
+@zoo_run("torch", Expect(must=(("static", r"^backbone\."),), must_not=("exploding", "nan")))
+def torch_finetune_frozen_backbone(log_dir: Path) -> None:
+    torch = _torch()
+    torch.manual_seed(8)
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.backbone = _mlp(torch, [20, 64, 64], torch.nn.ReLU)
+            self.head = torch.nn.Linear(64, 4)
+
+        def forward(self, x: Any) -> Any:
+            return self.head(torch.relu(self.backbone(x)))
+
+    model = Model()
+    optimizer = torch.optim.Adam(model.head.parameters(), lr=1e-3)  # backbone not optimised
+    _train_torch(log_dir, model, optimizer, _classification(torch), _ce(torch), 120, every=4)
+
+
+@zoo_run("torch", Expect(must=(("exploding", r".*"),), must_not=("vanishing",)))
+def torch_exploding_gradual_to_nan(log_dir: Path) -> None:
+    """Momentum SGD slightly past stability: the norm climbs over tens of steps."""
+    torch = _torch()
+    torch.manual_seed(9)
+    model = _mlp(torch, [16, 64, 64, 1], torch.nn.Tanh)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.15, momentum=0.9)
+    _train_torch(
+        log_dir, model, optimizer, _regression(torch), _mse(torch), 150, every=2,
+        stop_on_writer_error=True,
+    )  # fmt: skip
+
+
 # ============================================================================================
 # TensorFlow 2 custom loops (the seed question's logging)
 # ============================================================================================
@@ -941,6 +1020,54 @@ def keras_fit_embedding_healthy(log_dir: Path) -> None:
         log_dir, model, (tokens, labels),
         tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         tf.keras.optimizers.Adam(1e-2), 8,
+    )  # fmt: skip
+
+
+@zoo_run("keras", HEALTHY)
+def keras_fit_dense_bn_sgd_healthy(log_dir: Path) -> None:
+    tf = _tf()
+    layers = tf.keras.layers
+    model = tf.keras.Sequential(
+        [
+            tf.keras.Input((20,)),
+            layers.Dense(64),
+            layers.BatchNormalization(),
+            layers.Activation("relu"),
+            layers.Dense(4),
+        ]
+    )
+    _keras_fit(
+        log_dir, model, _np_classification(),
+        tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        tf.keras.optimizers.SGD(0.05), 6,
+    )  # fmt: skip
+
+
+@zoo_run("keras", HEALTHY)
+def keras_fit_gru_rmsprop_two_epochs_healthy(log_dir: Path) -> None:
+    import numpy as np
+
+    tf = _tf()
+    rng = np.random.default_rng(26)
+    x = rng.normal(size=(256, 10, 4)).astype("float32")
+    y = (x[:, :, 0].sum(axis=1) > 0).astype("int32")
+    model = tf.keras.Sequential(
+        [tf.keras.Input((10, 4)), tf.keras.layers.GRU(16), tf.keras.layers.Dense(2)]
+    )
+    _keras_fit(
+        log_dir, model, (x, y), tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        tf.keras.optimizers.RMSprop(1e-3), 2,
+    )  # fmt: skip
+
+
+@zoo_run("tf", Expect(must=(("vanishing", r"^dense_0/kernel$"),), must_not=("exploding",)))
+def tf_loop_dead_relu_vanishing(log_dir: Path) -> None:
+    tf = _tf()
+    variables = _dense_variables(tf, [20, 64, 64, 4])
+    variables[3].assign(tf.fill([64], -40.0))  # dense_1/bias kills the second ReLU layer
+    _tf_loop(
+        log_dir, variables, lambda x: _dense_forward(tf, variables, x, tf.nn.relu),
+        _sparse_ce(tf), _tf_classification(tf), tf.keras.optimizers.SGD(0.01), 60, every=3,
     )  # fmt: skip
 
 
