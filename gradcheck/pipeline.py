@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from gradcheck import __version__
-from gradcheck.config import Config
+from gradcheck.config import DEFAULT_CONFIG, Config
 from gradcheck.detect import analyze_run
 from gradcheck.discover import discover
 from gradcheck.errors import InputError
@@ -32,7 +32,7 @@ from gradcheck.reader import read_file
 from gradcheck.series import RunData, merge, reduce_records
 from gradcheck.steps import StepWindow
 from gradcheck.storage import file_size
-from gradcheck.tags import TagRules
+from gradcheck.tags import DEFAULT_RULES, TagRules
 
 ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(bytes_done, bytes_total)`` while event files are read."""
@@ -52,8 +52,8 @@ class FilePart:
 def analyze(
     paths: Sequence[str],
     *,
-    config: Config,
-    rules: TagRules,
+    config: Config = DEFAULT_CONFIG,
+    rules: TagRules = DEFAULT_RULES,
     layer_glob: str | None = None,
     run_glob: str | None = None,
     steps: StepWindow | None = None,

@@ -123,3 +123,17 @@ def test_every_setting_is_documented_with_its_default() -> None:
             assert shown == "none", name
         else:
             assert float(shown) == pytest.approx(default), name
+
+
+def test_readme_python_examples_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not (ROOT / "sample_runs").is_dir():
+        pytest.skip("sample_runs/ is not in this checkout")
+    blocks = re.findall(r"^```python\n(.*?)^```$", README, re.S | re.M)
+    assert blocks
+    monkeypatch.chdir(ROOT)
+    for block in blocks:
+        exec(compile(block.replace('"logs/"', '"sample_runs/"'), "README.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert "sample_runs/torch_frozen 0.weight static" in printed
