@@ -131,6 +131,7 @@ def run_context(
             early_levels.append(early)
             if finite.size >= 6 and early > 0:
                 decays.append(late / early)
+    finite_early = [level for level in early_levels if math.isfinite(level)]
     loss = training_loss(data)
     movements = _movements(parameters)
     ceilings = [c for g in norms if (c := pinned_ceiling(g.values, config)) is not None]
@@ -139,7 +140,7 @@ def run_context(
         parameter_count=len(parameters),
         largest_level=finite_levels.get(largest_name, float("nan")),
         largest_name=largest_name,
-        largest_early_level=float(np.nanmax(early_levels)) if early_levels else float("nan"),
+        largest_early_level=max(finite_early, default=float("nan")),
         typical_weight_rms=_typical_weight_rms(parameters, config),
         median_decay=float(np.median(decays)) if decays else 1.0,
         loss_tag=loss.tag if loss is not None else None,

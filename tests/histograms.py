@@ -79,6 +79,8 @@ def torch_proto(values: np.ndarray) -> Buckets:
     start, end = int(start), int(end) + 1
     counts = counts[start - 1 : end] if start > 0 else np.concatenate([[0], counts[:end]])
     limits = limits[start : end + 1]
+    with np.errstate(invalid="ignore"):  # inf - inf in sum and dot: NaN, as the writer gets
+        total, squares = float(values.sum()), float(values.dot(values))
     minimum = float(values.min())
     right = limits.astype(np.float64)
     left = np.concatenate([[minimum], right[:-1]])
@@ -89,6 +91,6 @@ def torch_proto(values: np.ndarray) -> Buckets:
         min=minimum,
         max=float(values.max()),
         num=float(values.size),
-        sum=float(values.sum()),
-        sum_squares=float(values.dot(values)),
+        sum=total,
+        sum_squares=squares,
     )

@@ -1,0 +1,404 @@
+"""Verdicts on hand-built runs: one scenario per rule, with the numbers and steps asserted."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from gradcheck.config import DEFAULT_CONFIG, Config
+from gradcheck.detect import analyze_run
+from gradcheck.model import (
+    Damage,
+    HistogramRecord,
+    LayerResult,
+    Notice,
+    Record,
+    RunReport,
+    ScalarRecord,
+)
+from gradcheck.series import reduce_records
+from gradcheck.tags import TagRules
+from tests.histograms import tf2_buckets, torch_proto
+
+RUN = "runs/hand"
+STEPS = 40
+Values = Callable[[int], "np.ndarray | None"]
+
+
+def gaussian(scale: float | Callable[[int], float], size: int = 256, seed: int = 0) -> Values:
+    """Fresh N(0, scale(step)) values at every step (a gradient, or moving weights)."""
+
+    def at(step: int) -> np.ndarray:
+        value = scale(step) if callable(scale) else scale
+        return np.random.default_rng(seed * 1000 + step).normal(0.0, value, size=size)
+
+    return at
+
+
+def walking(scale: float = 0.1, speed: float = 0.01, size: int = 256, seed: int = 1) -> Values:
+    """Weights that drift a little at every step, as training moves them."""
+    start = np.random.default_rng(seed).normal(0.0, scale, size=size)
+    drift = np.random.default_rng(seed + 1).normal(0.0, scale * speed, size=size)
+    return lambda step: start + drift * step
+
+
+def frozen(scale: float = 0.1, size: int = 256, seed: int = 2) -> Values:
+    values = np.random.default_rng(seed).normal(0.0, scale, size=size)
+    return lambda step: values
+
+
+def constant(value: float, size: int = 64) -> Values:
+    return lambda step: np.full(size, value)
+
+
+def until(last: int, values: Values) -> Values:
+    """``values`` up to step ``last`` (excluded), nothing after: the writer stopped."""
+    return lambda step: values(step) if step < last else None
+
+
+def records(
+    series: dict[str, Values],
+    *,
+    steps: int = STEPS,
+    scalars: dict[str, Callable[[int], float | None]] | None = None,
+    encoding: str = "histo",
+) -> list[Record]:
+    out: list[Record] = []
+    for step in range(steps):
+        for tag, values_at in series.items():
+            values = values_at(step)
+            if values is None:
+                continue
+            buckets = torch_proto(values) if encoding == "histo" else tf2_buckets(values)
+            out.append(
+                HistogramRecord(
+                    RUN,
+                    "f",
+                    0,
+                    tag,
+                    0,
+                    step,
+                    float(step),
+                    encoding,  # type: ignore[arg-type]
+                    buckets.left,
+                    buckets.right,
+                    buckets.counts,
+                    **buckets.fields(),
+                )  # fmt: skip
+            )
+        for tag, value_at in (scalars or {}).items():
+            value = value_at(step)
+            if value is not None:
+                out.append(ScalarRecord(RUN, "f", 0, tag, step, float(step), "tensor", value))
+    return out
+
+
+def analyze(
+    series: dict[str, Values], config: Config = DEFAULT_CONFIG, **kwargs: object
+) -> RunReport:
+    return analyze_run(reduce_records(records(series, **kwargs)), config, TagRules())  # type: ignore[arg-type]
+
+
+def layer(report: RunReport, name: str) -> LayerResult:
+    return next(result for result in report.layers if result.name == name)
+
+
+def healthy_mlp() -> dict[str, Values]:
+    """Three layers, weights moving, gradients of similar size (the last one largest)."""
+    series: dict[str, Values] = {}
+    for i, grad_scale in enumerate((0.02, 0.03, 0.05)):
+        series[f"fc{i}.weight"] = walking(seed=10 + i)
+        series[f"fc{i}.weight/grad"] = gaussian(grad_scale, seed=20 + i)
+    return series
+
+
+def test_healthy_run_has_no_flag_and_every_parameter_is_reported() -> None:
+    report = analyze(healthy_mlp(), scalars={"loss": lambda s: 2.0 / (1 + s)})
+    assert [result.verdict for result in report.layers] == ["ok"] * 3
+    assert report.counts == {"nan": 0, "exploding": 0, "vanishing": 0, "static": 0, "ok": 3}
+    fc0 = layer(report, "fc0.weight")
+    assert (fc0.weight_tag, fc0.grad_tag, fc0.depth) == ("fc0.weight", "fc0.weight/grad", 0)
+    assert fc0.stats["grad_norm_median"] == pytest.approx(0.02 * 16, rel=0.1)  # sqrt(256) * 0.02
+    assert fc0.stats["grad_ratio_to_largest"] == pytest.approx(0.4, rel=0.1)
+    assert fc0.stats["grad_norm_exact"] == 1
+    assert fc0.trend_of == "gradient L2 norm" and len(fc0.trend) == 24
+    assert report.clipping is not None and not report.clipping.clipped
+    assert report.clipping.source == "formed from 3 gradient series"
+    assert report.steps == (0, STEPS - 1)
+
+
+def test_stats_are_json_safe() -> None:
+    series = healthy_mlp()
+    series["fc1.weight/grad"] = lambda s: np.full(256, np.nan) if s == 30 else gaussian(0.03)(s)
+    for result in analyze(series).layers:
+        assert all(v is None or math.isfinite(v) for v in result.stats.values())
+
+
+# --------------------------------------------------------------------------------------------
+# nan
+# --------------------------------------------------------------------------------------------
+
+
+def test_nan_in_a_gradient_gives_nan_at_its_first_step_and_ranks_first() -> None:
+    series = healthy_mlp()
+
+    def poisoned(step: int) -> np.ndarray:
+        values = gaussian(0.03, seed=21)(step)
+        if step >= 27:
+            values[:64] = np.nan
+        return values
+
+    series["fc1.weight/grad"] = poisoned
+    report = analyze(series)
+    first = report.layers[0]
+    assert (first.name, first.verdict, first.first_bad_step) == ("fc1.weight", "nan", 27)
+    assert "step 27" in first.evidence and "13 of 40 logged steps" in first.evidence
+    assert first.severity > 4.0 and first.hint
+    assert report.counts["nan"] == 1
+
+
+def test_tf2_nan_histogram_with_nan_edges_is_nan() -> None:
+    series = {
+        "dense/kernel:0": walking(seed=3),
+        "Gradients_dense/kernel:0": lambda s: np.array([np.nan]) if s >= 5 else gaussian(0.1)(s),
+        "out/kernel:0": walking(seed=4),
+    }
+    report = analyze(series, encoding="tensor")
+    dense = layer(report, "dense/kernel")
+    assert dense.verdict == "nan" and dense.first_bad_step == 5
+    assert dense.grad_tag == "Gradients_dense/kernel:0"
+
+
+def test_series_that_stop_when_the_loss_turns_nan_are_nan() -> None:
+    series = {tag: until(12, values) for tag, values in healthy_mlp().items()}
+    loss = {"train/loss": lambda s: 1.0 if s < 12 else float("nan") if s == 12 else None}
+    report = analyze(series, scalars=loss)
+    assert [result.verdict for result in report.layers] == ["nan"] * 3
+    assert {result.first_bad_step for result in report.layers} == {12}
+    assert "train/loss" in report.layers[0].evidence
+
+
+def test_a_nan_loss_with_finite_histograms_afterwards_is_not_nan() -> None:
+    loss = {"loss": lambda s: float("nan") if s == 12 else 1.0}
+    report = analyze(healthy_mlp(), scalars=loss)
+    assert report.counts["nan"] == 0
+
+
+def test_nonfinite_count_scalar_marks_nan() -> None:
+    scalars = {"gradient_nonfinite/fc2.weight": lambda s: 3.0 if s >= 30 else 0.0}
+    report = analyze(healthy_mlp(), scalars=scalars)
+    result = layer(report, "fc2.weight")
+    assert result.verdict == "nan" and result.first_bad_step == 30
+
+
+# --------------------------------------------------------------------------------------------
+# exploding
+# --------------------------------------------------------------------------------------------
+
+
+def rising(start: int, factor: float = 10.0, base: float = 0.05) -> Callable[[int], float]:
+    return lambda s: base * (factor ** max(0, s - start + 1) if s >= start else 1.0)
+
+
+def test_rising_gradient_is_exploding_from_the_onset_of_the_rise() -> None:
+    series = healthy_mlp()
+    series["fc1.weight/grad"] = gaussian(rising(20, factor=4.0), seed=21)
+    report = analyze(series)
+    result = report.layers[0]
+    assert (result.name, result.verdict) == ("fc1.weight", "exploding")
+    assert result.first_bad_step == 20  # 4x at 20, 16x at 21, 64x at 22, 256x at 23
+    assert result.stats["explode_onset_step"] == 20
+    assert "threshold 100x" in result.evidence and "from step 23" in result.evidence
+    assert 3.0 < result.severity < 4.0
+
+
+def test_explosion_into_nan_reports_the_onset_not_the_nan() -> None:
+    series = healthy_mlp()
+    blowing = gaussian(rising(15, factor=30.0), seed=21)
+    series["fc1.weight/grad"] = lambda s: (
+        np.full(256, np.inf) * blowing(s) if s >= 19 else blowing(s)
+    )
+    result = layer(analyze(series), "fc1.weight")
+    assert result.flags == ("nan", "exploding")
+    assert result.first_bad_step == 15 and result.stats["first_nan_step"] == 19
+    assert "rose" in result.evidence and "blew up" in result.hint
+
+
+def test_a_few_early_spikes_are_not_exploding() -> None:
+    series = healthy_mlp()
+    series["fc1.weight/grad"] = gaussian(lambda s: 0.03 * (50 if s in (3, 8) else 1), seed=21)
+    assert layer(analyze(series), "fc1.weight").verdict == "ok"
+
+
+def test_one_spike_of_three_orders_is_exploding() -> None:
+    series = healthy_mlp()
+    series["fc1.weight/grad"] = gaussian(lambda s: 0.03 * (2000 if s == 25 else 1), seed=21)
+    result = layer(analyze(series), "fc1.weight")
+    assert result.verdict == "exploding" and result.first_bad_step == 25
+
+
+def test_gradients_held_at_a_clipping_ceiling_are_not_exploding() -> None:
+    """Gradients logged after clip-by-global-norm(1.0): a 100x rise that clipping holds."""
+    norm = lambda s: 0.005 if s < 10 else 1.0  # noqa: E731
+    series = {"w": walking(seed=5), "w/grad": lambda s: np.full(100, norm(s) / 10.0)}
+    series |= {"v": walking(seed=6), "v/grad": lambda s: np.full(100, 0.001)}
+    report = analyze(series, config=Config(explode_sustain_steps=3))
+    assert report.counts["exploding"] == 0
+    clip = report.clipping
+    assert clip is not None and clip.clipped
+    assert clip.ceiling == pytest.approx(math.hypot(1.0, 0.01), rel=1e-9)
+    assert clip.suggested_clip_norm == pytest.approx(1.0, rel=0.01)
+    assert "95th percentile" in clip.rule
+
+
+def test_weights_only_blowing_up_is_exploding() -> None:
+    series = {
+        "dense/kernel_0": gaussian(lambda s: 0.1 * (3.0 ** max(0, s - 19)), seed=7),
+        "dense_1/kernel_0": walking(seed=8),
+    }
+    result = layer(analyze(series), "dense/kernel")
+    assert result.verdict == "exploding" and result.first_bad_step == 20
+    assert "no gradients logged" in result.evidence
+
+
+def test_gradients_dwarfing_their_weights_are_exploding() -> None:
+    series = {"w": walking(scale=1e-3, seed=9), "w/grad": gaussian(5.0, seed=10)}
+    series |= {"v": walking(seed=11), "v/grad": gaussian(5.0, seed=12)}
+    result = layer(analyze(series), "w")
+    assert result.verdict == "exploding"
+    assert result.stats["grad_to_weight_ratio"] == pytest.approx(5000, rel=0.2)
+
+
+# --------------------------------------------------------------------------------------------
+# vanishing
+# --------------------------------------------------------------------------------------------
+
+
+def test_first_layer_far_below_the_largest_is_vanishing() -> None:
+    series = healthy_mlp()
+    series["fc0.weight/grad"] = gaussian(1e-6, seed=20)
+    series["fc1.weight/grad"] = gaussian(2e-5, seed=21)
+    report = analyze(series)
+    assert [r.name for r in report.layers[:2]] == ["fc0.weight", "fc1.weight"]  # deepest worst
+    fc0 = report.layers[0]
+    assert fc0.verdict == "vanishing" and fc0.first_bad_step == 0
+    assert fc0.stats["grad_ratio_to_largest"] == pytest.approx(2e-5, rel=0.1)
+    assert "fc2.weight" in fc0.evidence and "0.001 threshold" in fc0.evidence
+    assert "saturating activations" in fc0.hint
+    assert layer(report, "fc2.weight").verdict == "ok"
+
+
+def test_absolutely_tiny_gradients_are_vanishing_everywhere() -> None:
+    series = {
+        name: gaussian(1e-9, seed=i) if name.endswith("grad") else f
+        for i, (name, f) in enumerate(healthy_mlp().items())
+    }
+    report = analyze(series)
+    assert report.counts["vanishing"] == 3
+    assert "below the absolute threshold 1.00e-07" in report.layers[0].evidence
+
+
+def test_decay_by_orders_of_magnitude_while_the_loss_stalls_is_vanishing() -> None:
+    series = healthy_mlp()
+    series["fc0.weight/grad"] = gaussian(lambda s: 0.02 * 10 ** (-s / 8), seed=20)
+    stalled = analyze(series, scalars={"loss": lambda s: 1.0 + 0.01 * math.sin(s)})
+    result = layer(stalled, "fc0.weight")
+    assert result.verdict == "vanishing" and "decayed" in result.evidence
+    assert result.stats["grad_decay_factor"] < 1e-3
+    converging = analyze(series, scalars={"loss": lambda s: 10 ** (-s / 8)})
+    assert layer(converging, "fc0.weight").verdict == "ok"
+
+
+def test_bias_feeding_a_batchnorm_is_not_vanishing() -> None:
+    series = healthy_mlp()
+    series["fc0.bias"] = walking(seed=30, size=64)
+    series["fc0.bias/grad"] = gaussian(1e-10, size=64, seed=31)
+    assert layer(analyze(series), "fc0.bias").verdict == "ok"
+
+
+# --------------------------------------------------------------------------------------------
+# static
+# --------------------------------------------------------------------------------------------
+
+
+def test_bit_identical_weights_while_others_move_are_static() -> None:
+    series = healthy_mlp()
+    series["fc0.weight"] = frozen()
+    report = analyze(series)
+    result = layer(report, "fc0.weight")
+    assert result.verdict == "static" and result.first_bad_step == 0
+    assert "bit-identical at all 40 logged steps" in result.evidence
+    assert "gradient is not zero" in result.evidence and "frozen on purpose?" in result.evidence
+    assert result.stats["weight_bit_identical"] == 1
+
+
+def test_nothing_moving_is_not_static() -> None:
+    series = {name: frozen(seed=i) for i, name in enumerate(("a", "b", "c"))}
+    assert analyze(series).counts["static"] == 0
+
+
+def test_movement_below_float_noise_is_static() -> None:
+    series = healthy_mlp()
+    series["fc0.weight"] = walking(speed=1e-9, seed=12)
+    result = layer(analyze(series), "fc0.weight")
+    assert result.verdict == "static" and "moved at most" in result.evidence
+
+
+@pytest.mark.parametrize(
+    ("moving_stats", "note"),
+    [(walking(seed=40, size=64), "do move"), (frozen(seed=41, size=64), "static too")],
+)
+def test_batchnorm_gamma_beta_notes_its_moving_statistics(moving_stats: Values, note: str) -> None:
+    series = {
+        "dense/kernel/histogram": walking(seed=42),
+        "bn/gamma/histogram": constant(1.0),
+        "bn/beta/histogram": constant(0.0),
+        "bn/moving_mean/histogram": moving_stats,
+        "out/kernel/histogram": walking(seed=43),
+    }
+    report = analyze(series, steps=8)
+    gamma = layer(report, "bn/gamma")
+    assert gamma.verdict == "static" and note in gamma.evidence
+    assert "BatchNorm gamma/beta" in gamma.hint
+    assert layer(report, "bn/beta").verdict == "static"
+
+
+def test_zero_bias_is_measured_against_the_runs_spread() -> None:
+    series = {"w": walking(seed=50), "b": lambda s: np.full(16, 1e-3 * s)}
+    report = analyze(series)
+    assert layer(report, "b").verdict == "ok"
+    assert layer(report, "b").stats["weight_movement"] == pytest.approx(0.039 / 0.1, rel=0.1)
+
+
+# --------------------------------------------------------------------------------------------
+# pairing, scalars, warnings
+# --------------------------------------------------------------------------------------------
+
+
+def test_exact_norm_scalars_are_preferred_over_bucket_estimates() -> None:
+    series = {"weights/fc.weight": walking(seed=60), "gradients/fc.weight": gaussian(0.1, seed=61)}
+    series |= {"weights/out.weight": walking(seed=62), "gradients/out.weight": gaussian(0.1)}
+    scalars = {"gradient_norm/fc.weight": lambda s: 1.5, "gradient_norm/global": lambda s: 2.0}
+    report = analyze(series, encoding="tensor", scalars=scalars)
+    result = layer(report, "fc.weight")
+    assert result.stats["grad_norm_median"] == 1.5 and result.stats["grad_norm_exact"] == 1
+    assert layer(report, "out.weight").stats["grad_norm_exact"] == 0
+    assert report.clipping is not None and report.clipping.source == "scalar gradient_norm/global"
+
+
+def test_warnings_name_the_file_and_what_happened() -> None:
+    data = reduce_records(
+        [
+            *records(healthy_mlp(), steps=3),
+            Damage(RUN, "runs/hand/events.out.tfevents.1", 80, "incomplete_tail", 9, "cut at 80"),
+            Notice(RUN, "runs/hand/events.out.tfevents.1", "restart", "x", 2, "steps go back"),
+        ]
+    )
+    report = analyze_run(data)
+    assert report.warnings == (
+        "events.out.tfevents.1: cut at 80",
+        "events.out.tfevents.1: steps go back",
+    )
