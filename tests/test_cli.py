@@ -94,6 +94,7 @@ def test_fail_on_decides_the_exit_status(logs: Path, fail_on: str, status: int) 
 def test_step_window_applies_before_the_verdicts(logs: Path) -> None:
     result = invoke("analyze", str(logs / "exploding"), "--steps", f":{BLOW_UP - 1}")
     assert result.exit_code == ExitStatus.OK, result.output
+    assert result.stderr == ""  # no numpy RuntimeWarning leaks to the user
     assert f"steps 0–{BLOW_UP - 1}" in result.stdout
 
 
@@ -240,6 +241,10 @@ def test_damaged_file_is_a_warning_not_a_failure(logs: Path, tmp_path: Path) -> 
     (run,) = json.loads(result.stdout)["runs"]
     assert len(run["layers"]) == len(PARAMETERS)
     assert any("byte" in warning for warning in run["warnings"]), run["warnings"]
+    as_csv = invoke("analyze", str(damaged.parent), "--format", "csv")
+    assert as_csv.exit_code == ExitStatus.OK
+    (warning,) = as_csv.stderr.splitlines()  # CSV has no room for warnings: stderr has them
+    assert warning.startswith("gradcheck: warning: ") and "byte" in warning
 
 
 # --- the command itself -----------------------------------------------------------------------
