@@ -44,7 +44,10 @@ def check_block(marker: str, expected: list[str]) -> None:
         start = README.index(body, README.index(marker))
         README = README[:start] + "\n".join(expected) + "\n" + README[start + len(body) :]
         (ROOT / "README.md").write_text(README, encoding="utf-8")
-    assert normalise(fenced_block_after(marker)) == expected
+    assert normalise(fenced_block_after(marker)) == expected, (
+        "README.md is out of date; if the new output is intended, rewrite it with "
+        "GRADCHECK_UPDATE_README=1 .venv/bin/python -m pytest tests/test_docs.py"
+    )
 
 
 def normalise(text: str) -> list[str]:

@@ -39,7 +39,10 @@ def check_golden(name: str, text: str) -> None:
     if os.environ.get("GRADCHECK_UPDATE_GOLDEN"):
         path.parent.mkdir(exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    assert text == path.read_text(encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{path} differs; if the new output is intended, rewrite it with "
+        "GRADCHECK_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_formats.py"
+    )
 
 
 # --- the registry -----------------------------------------------------------------------------
