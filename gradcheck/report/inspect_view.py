@@ -7,7 +7,6 @@ its own two renderers here rather than a place in ``FORMATS``.
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
 from typing import Any
@@ -21,7 +20,7 @@ from gradcheck import __version__
 from gradcheck.inspect import FileSummary, InspectReport, RunSummary, TagSummary
 from gradcheck.report.interface import Env
 from gradcheck.report.numbers import format_steps
-from gradcheck.report.table import hanging, rstrip_styled, shorten
+from gradcheck.report.table import console_text, hanging, shorten, text_console
 from gradcheck.report.view import plural
 
 INSPECT_SCHEMA_VERSION = 1
@@ -87,22 +86,12 @@ def _tag_fields(tag: TagSummary) -> dict[str, Any]:
 
 def inspect_table(report: InspectReport, env: Env) -> str:
     """Per run and file: size, records, writer, one row per tag, then damage and notices."""
-    console = Console(
-        file=io.StringIO(),
-        width=env.width,
-        force_terminal=env.color,
-        no_color=not env.color,
-        color_system="standard" if env.color else None,
-        highlight=False,
-        emoji=False,
-        markup=False,
-    )
+    console = text_console(env)
     for position, run in enumerate(report.runs):
         if position:
             console.print()
         _print_run(console, run, env.width)
-    text = console.file.getvalue()  # type: ignore[attr-defined]
-    return "\n".join(rstrip_styled(line) for line in text.splitlines()) + "\n"
+    return console_text(console)
 
 
 def _print_run(console: Console, run: RunSummary, width: int) -> None:

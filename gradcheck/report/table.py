@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gradcheck.model import LayerResult, Report, RunReport
-from gradcheck.report.interface import Formatter
+from gradcheck.report.interface import Env, Formatter
 from gradcheck.report.numbers import format_steps
 from gradcheck.report.sparkline import sparkline
 from gradcheck.report.view import (
@@ -53,29 +53,14 @@ class TableFormatter(Formatter):
     """Renders a report as aligned text for a terminal (ANSI colours only on a colour TTY)."""
 
     def format(self, report: Report) -> str:
-        console = self._console()
+        console = text_console(self.options.env)
         for position, run in enumerate(report.runs):
             if position:
                 console.print()
             self._print_run(console, run)
         for warning in report.warnings:
             console.print(Text(f"warning: {warning}", style="yellow"))
-        text = console.file.getvalue()  # type: ignore[attr-defined]
-        return "\n".join(rstrip_styled(line) for line in text.splitlines()) + "\n"
-
-    def _console(self) -> Console:
-        env = self.options.env
-        return Console(
-            file=io.StringIO(),
-            width=env.width,
-            force_terminal=env.color,
-            no_color=not env.color,
-            color_system="standard" if env.color else None,
-            highlight=False,
-            emoji=False,
-            markup=False,
-            legacy_windows=False,
-        )
+        return console_text(console)
 
     def _print_run(self, console: Console, run: RunReport) -> None:
         selection = select_layers(run, self.options.top, self.options.show_all)
@@ -100,7 +85,8 @@ class TableFormatter(Formatter):
 
     def _layer_table(self, layers: tuple[LayerResult, ...]) -> Table:
         """One row per parameter, column widths fixed so the table fits ``Env.width``."""
-        step_width = max([MIN_STEP_WIDTH, *(len(str(x.first_bad_step)) for x in layers)])
+        steps = [str(x.first_bad_step) for x in layers if x.first_bad_step is not None]
+        step_width = max([MIN_STEP_WIDTH, *map(len, steps)])
         name_width, trend_width = _flexible_widths(self.options.env.width, step_width, layers)
         table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False)
         table.add_column("verdict", width=VERDICT_WIDTH, no_wrap=True)
@@ -119,6 +105,27 @@ class TableFormatter(Formatter):
                 Text(sparkline(layer.trend, trend_width), style=style),
             )
         return table
+
+
+def text_console(env: Env) -> Console:
+    """A rich console that renders into a string, ``env.width`` wide, coloured per ``env``."""
+    return Console(
+        file=io.StringIO(),
+        width=env.width,
+        force_terminal=env.color,
+        no_color=not env.color,
+        color_system="standard" if env.color else None,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        legacy_windows=False,
+    )
+
+
+def console_text(console: Console) -> str:
+    """What ``console`` (from :func:`text_console`) rendered, without trailing spaces."""
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    return "\n".join(rstrip_styled(line) for line in text.splitlines()) + "\n"
 
 
 def _run_summary(run: RunReport) -> list[str]:
