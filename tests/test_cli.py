@@ -354,3 +354,18 @@ def test_progress_bar_goes_to_stderr_only_when_it_is_a_terminal(logs: Path) -> N
         "analyze", str(logs), "--no-progress", "--format", "json", env=Env(stderr_isatty=True)
     )
     assert quiet.stderr == ""
+
+
+def test_analysis_never_imports_tensorflow_or_torch(logs: Path) -> None:
+    script = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from gradcheck import cli\n"
+        f"result = CliRunner().invoke(cli.cli, ['analyze', {str(logs)!r}, '--fail-on', 'none'])\n"
+        "assert result.exit_code == 0, result.output\n"
+        "print(sorted(m for m in ('tensorflow', 'torch', 'keras') if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
