@@ -369,3 +369,19 @@ def test_analysis_never_imports_tensorflow_or_torch(logs: Path) -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "runs"
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is not on this machine")
+@pytest.mark.parametrize("command", ["analyze", "inspect"])
+def test_every_corpus_file_gives_a_report_not_a_traceback(command: str) -> None:
+    options = ("--fail-on", "none") if command == "analyze" else ()
+    result = invoke(command, str(CORPUS), "--format", "json", *options)
+    assert result.exit_code == ExitStatus.OK, result.stderr
+    runs = json.loads(result.stdout)["runs"]
+    assert len(runs) >= 19  # 30 files from 19 projects, some in the same run directory
+    if command == "analyze":
+        timegan = [run for run in runs if "TimeGAN" in run["run"]]
+        assert any(layer["verdict"] == "nan" for run in timegan for layer in run["layers"])
