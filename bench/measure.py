@@ -1,9 +1,11 @@
 """Run one command as a child process and measure it: wall time, CPU time, peak memory.
 
-Peak memory is taken two ways: ``ru_maxrss`` from ``wait4`` (the largest resident set of the
-child or any descendant it waited for: exact, but per process), and the sum of resident sets
-over the whole process tree sampled every 10 ms from ``/proc`` (what a process pool really
-holds at once; can miss a peak shorter than the interval). Linux only.
+Peak memory comes from ``/proc``, sampled every 10 ms over the child and its descendants:
+``VmHWM`` (each process's own high-water mark, exact whenever the process lived long enough to
+be sampled once) and the sum of ``VmRSS`` over the tree (what a process pool holds at once; a
+lower bound, as a peak shorter than the interval can be missed). ``ru_maxrss`` from ``wait4`` is
+not used: Linux carries the forking parent's high-water mark across ``exec``, so it reports at
+least the benchmark driver's own size. Linux only.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ class Measurement:
 
     wall_seconds: float
     cpu_seconds: float  # user + system, child and its waited-for descendants
-    max_rss_mb: float  # ru_maxrss: largest single process
-    tree_rss_mb: float  # sampled peak of the sum over the process tree
+    max_rss_mb: float  # largest VmHWM of any process in the tree
+    tree_rss_mb: float  # peak of the summed VmRSS over the tree (at least max_rss_mb)
     other_cpus: float  # CPUs kept busy by other processes meanwhile (0 = quiet machine)
     returncode: int
     stdout: str
@@ -54,38 +56,62 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _rss_kb(pid: int) -> int:
+def memory_kb(pid: int) -> tuple[int, int]:
+    """``(VmRSS, VmHWM)`` of ``pid`` in kB; zeros when it is gone."""
+    rss = peak = 0
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
-                return int(line.split()[1])
+                rss = int(line.split()[1])
+            elif line.startswith("VmHWM:"):
+                peak = int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
-    return 0
+    return rss, peak
 
 
-def tree_rss_kb(root: int) -> int:
-    """Sum of VmRSS over ``root`` and all its descendants, in kB."""
-    total, pending = 0, [root]
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def tree_pids(root: int) -> list[int]:
+    """``root`` and all its descendants."""
+    found, pending = [], [root]
     while pending:
         pid = pending.pop()
-        total += _rss_kb(pid)
+        found.append(pid)
         pending += _children(pid)
-    return total
+    return found
 
 
 class _TreeSampler(threading.Thread):
-    """Samples the process tree's total RSS until stopped; keeps the peak."""
+    """Samples the process tree's memory until stopped; keeps the peaks."""
 
-    def __init__(self, root: int) -> None:
+    def __init__(self, root: int, command: Sequence[str]) -> None:
         super().__init__(daemon=True)
         self.root = root
-        self.peak_kb = 0
+        self.cmdline = ("\0".join(command) + "\0").encode()
+        self.started = False  # the root has exec'd our command (before, it is our own image)
+        self.tree_peak_kb = 0
+        self.process_peaks_kb: dict[int, int] = {}
         self._stop_event = threading.Event()
 
     def run(self) -> None:
         while not self._stop_event.is_set():
-            self.peak_kb = max(self.peak_kb, tree_rss_kb(self.root))
+            if not self.started:
+                self.started = _cmdline(self.root) == self.cmdline
+                if not self.started:
+                    self._stop_event.wait(0.001)
+                    continue
+            total = 0
+            for pid in tree_pids(self.root):
+                rss, peak = memory_kb(pid)
+                total += rss
+                self.process_peaks_kb[pid] = max(peak, self.process_peaks_kb.get(pid, 0))
+            self.tree_peak_kb = max(self.tree_peak_kb, total)
             self._stop_event.wait(SAMPLE_INTERVAL)
 
     def stop(self) -> None:
@@ -101,7 +127,7 @@ def run_measured(
         busy_before = busy_cpu_seconds()
         started = time.perf_counter()
         child = subprocess.Popen(list(command), stdout=out, stderr=err, env=dict(env), cwd=cwd)
-        sampler = _TreeSampler(child.pid)
+        sampler = _TreeSampler(child.pid, command)
         sampler.start()
         timer = threading.Timer(timeout, child.kill)
         timer.start()
@@ -114,12 +140,14 @@ def run_measured(
         sampler.stop()
         child.returncode = os.waitstatus_to_exitcode(status)
     cpu = usage.ru_utime + usage.ru_stime
+    # a child too short-lived to be sampled falls back to ru_maxrss (an overestimate, see above)
+    largest = max(sampler.process_peaks_kb.values(), default=0) or usage.ru_maxrss
     stderr = stdout_path.with_suffix(".err").read_text(errors="replace")
     return Measurement(
         wall_seconds=wall,
         cpu_seconds=cpu,
-        max_rss_mb=usage.ru_maxrss / 1024,
-        tree_rss_mb=max(sampler.peak_kb, usage.ru_maxrss) / 1024,
+        max_rss_mb=largest / 1024,
+        tree_rss_mb=max(sampler.tree_peak_kb, largest) / 1024,
         other_cpus=max(0.0, (busy - cpu) / wall) if wall > 0 else 0.0,
         returncode=child.returncode,
         stdout=stdout_path.read_text(errors="replace"),

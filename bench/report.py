@@ -172,17 +172,19 @@ def _ratio(summary: DatasetSummary, key: str, fmt: str) -> str:
 def _table(summaries: Sequence[DatasetSummary]) -> list[str]:
     header = (
         f"{'dataset':<15}{'MB':>7}{'hists':>9}{'bare s':>8}{'gradchk s':>10}{'gc/bare':>8}"
-        f"{'tbparse s':>10}{'x':>6}{'EA s':>8}{'x':>6}{'gc peak MB':>11}"
+        f"{'tbparse s':>10}{'x':>6}{'EA s':>8}{'x':>6}{'gc peak MB':>11}{'gc CPUs':>8}"
     )
     lines = [header, "-" * len(header)]
     for s in summaries:
-        peak = s.readers["gradcheck"].tree_rss_mb if "gradcheck" in s.readers else None
+        gradcheck = s.readers.get("gradcheck")
+        peak = f"{gradcheck.tree_rss_mb:.0f}" if gradcheck else "-"
+        cores = f"{gradcheck.cpu_seconds / gradcheck.wall_seconds:.2f}" if gradcheck else "-"
         lines.append(
             f"{s.dataset:<15}{s.megabytes:>7.0f}{s.histograms:>9}{_seconds(s, 'bare'):>8}"
             f"{_seconds(s, 'gradcheck'):>10}{_ratio(s, 'gradcheck/bare', '.2f'):>8}"
             f"{_seconds(s, 'tbparse'):>10}{_ratio(s, 'tbparse/gradcheck', '.1f'):>6}"
             f"{_seconds(s, 'accumulator'):>8}{_ratio(s, 'accumulator/gradcheck', '.1f'):>6}"
-            f"{(f'{peak:.0f}' if peak is not None else '-'):>11}"
+            f"{peak:>11}{cores:>8}"
         )
     return lines
 

@@ -159,7 +159,10 @@ def measure_once(
         layers, verdicts, problem = _check_gradcheck(measurement.stdout, info)
     else:
         values, problem = _check_reader(measurement.stdout, info)
-    stored = Measurement(**{**asdict(measurement), "stdout": measurement.stdout[:2000]})
+    kept_output = (
+        "" if layers is not None else measurement.stdout[-300:]
+    )  # the report is summarised
+    stored = Measurement(**{**asdict(measurement), "stdout": kept_output})
     return Result(info.name, reader.name, repeat, stored, values, layers, verdicts, problem)
 
 
