@@ -18,7 +18,12 @@ tf = pytest.importorskip("tensorflow")
 
 from gradcheck import logtags  # noqa: E402
 from gradcheck.errors import InputError  # noqa: E402
-from gradcheck.keras import GradientLogger, log_step, variable_path  # noqa: E402
+from gradcheck.keras import (  # noqa: E402
+    GradientLogger,
+    histogram_buckets,
+    log_step,
+    variable_path,
+)
 from tests.readback import bucket_total, read_logs  # noqa: E402
 
 keras = tf.keras
@@ -143,6 +148,17 @@ def test_callback_takes_a_dataset_and_resamples(tmp_path: Path) -> None:
     assert bucket_total(histogram) == FEATURES * 12
 
 
+def test_callback_with_steps_per_execution_logs_at_execution_boundaries(tmp_path: Path) -> None:
+    """Keras calls batch hooks once per execution of 2 steps: a due log waits for the next one."""
+    x, y = _data()
+    model = _model(dropout=False)
+    model.compile(optimizer="adam", loss="binary_crossentropy", steps_per_execution=2)
+    callback = GradientLogger(str(tmp_path), data=(x[:32], y[:32]), every_n_steps=3)
+    model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[callback])
+    callback.close()
+    assert read_logs(tmp_path).steps(logtags.GLOBAL_GRADIENT_NORM) == [0, 4, 6]
+
+
 def test_callback_frozen_weights_logs_non_trainable_variables(tmp_path: Path) -> None:
     x, y = _data()
     model = _model(dropout=False)
@@ -249,3 +265,26 @@ def test_callback_without_a_loss_says_so(tmp_path: Path) -> None:
 def test_log_step_rejects_mismatched_lists() -> None:
     with pytest.raises(InputError, match="one gradient and one name per variable"):
         log_step(None, [tf.Variable([1.0])], [], 0)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.random.default_rng(1).normal(size=(64, 33)),
+        np.random.default_rng(2).uniform(-1e30, 1e30, size=1000),
+        [2.5] * 7,  # constant: zero-width rows, all counted in the last
+        [],  # empty: zero rows
+        [1.0, np.nan, 3.0],  # NaN edges, nothing counted
+        [1.0, np.inf, 3.0],
+        [-np.inf, 1.0, 3.0],
+        [1e-300, 2e-300, 0.0],
+        [np.float32(3e38), np.float32(-3e38)],
+    ],
+    ids=["normal", "huge", "constant", "empty", "nan", "inf", "-inf", "tiny", "float32 max"],
+)
+def test_histogram_buckets_match_tensorboards_own(values: list[float] | np.ndarray) -> None:
+    from tensorboard.plugins.histogram.summary_v2 import _buckets
+
+    data = tf.constant(np.asarray(values, dtype=np.float64))
+    expected = _buckets(data, tf.constant(30)).numpy()
+    np.testing.assert_array_equal(histogram_buckets(data).numpy(), expected)
