@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gradcheck.model import LayerResult
+from gradcheck.pipeline import analyze
 from gradcheck.stats import histogram_stats
 from tests.readback import Logs, bucket_total, read_logs
 
@@ -160,3 +162,73 @@ def test_torch_frozen_run_has_static_weights_with_and_without_gradients() -> Non
     assert "gradients/0.weight" not in logs.histograms  # requires_grad=False
     assert min(logs.scalars["gradient_norm/1.weight"].values()) > 0.1  # not in the optimizer
     assert not _identical_over_steps(logs, "weights/3.weight")
+
+
+# --------------------------------------------------------------------------------------------
+# Verdicts: what `gradcheck analyze sample_runs/` must say about each run.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, dict[str, LayerResult]]:
+    """Run name -> parameter name -> its LayerResult, for every sample run."""
+    report = analyze([str(SAMPLE_RUNS)])
+    return {
+        Path(run.run).relative_to(SAMPLE_RUNS).parts[0]: {layer.name: layer for layer in run.layers}
+        for run in report.runs
+    }
+
+
+def test_every_sample_run_is_analysed(verdicts: dict[str, dict[str, LayerResult]]) -> None:
+    assert sorted(verdicts) == sorted(RUN_NAMES)
+
+
+@pytest.mark.parametrize("name", ["keras_healthy_callback", "torch_clipped"])
+def test_healthy_and_clipped_runs_have_no_finding(
+    verdicts: dict[str, dict[str, LayerResult]], name: str
+) -> None:
+    assert {layer.verdict for layer in verdicts[name].values()} == {"ok"}
+    assert len(verdicts[name]) == 6
+
+
+@pytest.mark.parametrize(
+    ("name", "static", "healthy"),
+    [
+        (
+            "keras_fit_weights_only",
+            {f"mlp/frozen_{p}" for p in ("dense/kernel", "dense/bias", "bn/gamma", "bn/beta")},
+            {f"mlp/{p}" for p in ("hidden/kernel", "hidden/bias", "output/kernel")},
+        ),
+        ("torch_frozen", {"0.weight", "0.bias", "1.weight", "1.bias"}, {"3.weight", "5.weight"}),
+    ],
+)
+def test_frozen_parameters_are_static_and_the_rest_ok(
+    verdicts: dict[str, dict[str, LayerResult]], name: str, static: set[str], healthy: set[str]
+) -> None:
+    layers = verdicts[name]
+    assert {p for p in static if layers[p].verdict == "static"} == static
+    assert {p for p in healthy if layers[p].verdict == "ok"} == healthy
+
+
+def test_vanishing_run_flags_the_first_layers_and_not_the_last(
+    verdicts: dict[str, dict[str, LayerResult]],
+) -> None:
+    layers = verdicts["tf_loop_vanishing_sigmoid"]
+    assert layers["dense_0/kernel"].verdict == "vanishing"
+    assert layers["dense_1/kernel"].verdict == "vanishing"
+    assert layers["dense_8/kernel"].verdict == "ok"
+    depth_of = {name: int(name.split("/")[0].removeprefix("dense_")) for name in layers}
+    vanishing = [depth_of[n] for n, layer in layers.items() if layer.verdict == "vanishing"]
+    healthy = [depth_of[n] for n, layer in layers.items() if layer.verdict == "ok"]
+    assert max(vanishing) < min(healthy)  # gradients fade towards the input, not at random
+
+
+@pytest.mark.parametrize(
+    ("name", "first_nan"), [("tf_loop_exploding_nan", 21), ("torch_exploding_nan", 56)]
+)
+def test_exploding_runs_are_nan_after_an_earlier_explosion(
+    verdicts: dict[str, dict[str, LayerResult]], name: str, first_nan: int
+) -> None:
+    for layer in verdicts[name].values():
+        assert layer.verdict == "nan" and "exploding" in layer.flags, layer.name
+        assert layer.first_bad_step is not None and layer.first_bad_step < first_nan
