@@ -31,8 +31,10 @@ from gradcheck.stats import (
     histogram_stats_batch,
 )
 
-BATCH_SIZE = 512
-"""Histograms reduced together by one vectorised call."""
+BATCH_SIZE = 4096
+"""Histograms reduced together (fewer when they are wide: see ``BATCH_BUCKETS``)."""
+BATCH_BUCKETS = 1 << 19
+"""Buckets held pending at most (about 12 MB of edges and counts)."""
 
 SeriesKey = tuple[str, int]
 """``(tag, index)``: ``index`` tells apart series written under one tag at one step."""
@@ -156,11 +158,11 @@ class _HistogramBuilder:
         self.columns = _Columns(_HISTOGRAM_COLUMNS)
 
     def append(
-        self, steps: np.ndarray, wall_times: np.ndarray, rows: np.ndarray, fingerprints: np.ndarray
+        self, steps: list[int], wall_times: np.ndarray, rows: np.ndarray, fingerprints: np.ndarray
     ) -> None:
         """Append rows in stream order (steps that go back purge, as documented above)."""
-        if steps.size > 1 and not (np.diff(steps) > 0).all():
-            for i in range(steps.size):  # a restart inside the block: one row at a time
+        if any(later <= earlier for earlier, later in zip(steps, steps[1:], strict=False)):
+            for i in range(len(steps)):  # a restart inside the block: one row at a time
                 self.append(
                     steps[i : i + 1],
                     wall_times[i : i + 1],
@@ -168,8 +170,8 @@ class _HistogramBuilder:
                     fingerprints[i : i + 1],
                 )
             return
-        at = self.columns.prepare_block(int(steps[0]), steps.size)
-        end = at + steps.size
+        at = self.columns.prepare_block(steps[0], len(steps))
+        end = at + len(steps)
         kept_steps, kept_walls, kept_stats, kept_fingerprints = self.columns.arrays
         kept_steps[at:end] = steps
         kept_walls[at:end] = wall_times
@@ -217,11 +219,13 @@ class _Reducer:
         self.histograms: dict[SeriesKey, _HistogramBuilder] = {}
         self.scalars: dict[str, _ScalarBuilder] = {}
         self.pending: list[HistogramRecord] = []
+        self.pending_buckets = 0
 
     def add(self, record: Record) -> None:
         if isinstance(record, HistogramRecord):
             self.pending.append(record)
-            if len(self.pending) >= BATCH_SIZE:
+            self.pending_buckets += record.counts.size
+            if len(self.pending) >= BATCH_SIZE or self.pending_buckets >= BATCH_BUCKETS:
                 self.flush()
         elif isinstance(record, ScalarRecord):
             self._scalar(record)
@@ -248,22 +252,22 @@ class _Reducer:
         """Reduce the pending histograms and append their rows, in stream order."""
         if not self.pending:
             return
-        records, self.pending = self.pending, []
+        records, self.pending, self.pending_buckets = self.pending, [], 0
         rows, fingerprints = reduce_histograms(records)
-        steps = np.fromiter((r.step for r in records), dtype=np.int64, count=len(records))
-        walls = np.fromiter((r.wall_time for r in records), dtype=np.float64, count=len(records))
-        members: dict[SeriesKey, list[int]] = {}
+        members: dict[SeriesKey, tuple[list[int], list[int]]] = {}
         for i, record in enumerate(records):
             key = (record.tag, record.index)
-            positions = members.get(key)
-            if positions is None:
-                members[key] = positions = []
+            found = members.get(key)
+            if found is None:
+                members[key] = found = ([], [])
                 if key not in self.histograms:
                     self.histograms[key] = _HistogramBuilder(key, record.encoding)
-            positions.append(i)
-        for key, positions in members.items():
+            found[0].append(i)
+            found[1].append(record.step)
+        walls = np.fromiter((r.wall_time for r in records), dtype=np.float64, count=len(records))
+        for key, (positions, steps) in members.items():
             at = np.array(positions)
-            self.histograms[key].append(steps[at], walls[at], rows[at], fingerprints[at])
+            self.histograms[key].append(steps, walls[at], rows[at], fingerprints[at])
         self.run = self.run or records[0].run
 
     def finish(self) -> RunData:
@@ -294,7 +298,7 @@ def reduce_histograms(records: Sequence[HistogramRecord]) -> tuple[np.ndarray, n
     buckets, so that each group is one vectorised call.
     """
     sizes = np.fromiter((r.counts.size for r in records), dtype=np.int64, count=len(records))
-    widths = np.left_shift(1, np.ceil(np.log2(np.maximum(sizes, 1))).astype(np.int64))
+    widths = _width_class(sizes)
     rows = np.empty((len(records), len(STAT_NAMES)), dtype=np.float32)
     fingerprints = np.empty(len(records), dtype=np.uint64)
     for width in np.unique(widths).tolist():
@@ -306,34 +310,55 @@ def reduce_histograms(records: Sequence[HistogramRecord]) -> tuple[np.ndarray, n
     return rows, fingerprints
 
 
+def _width_class(sizes: np.ndarray) -> np.ndarray:
+    """Bucket counts up to 64 as they are (TF2 writes 30); wider ones (PyTorch's trimmed
+    exponential bins vary per step) rounded up to an eighth of a power of two."""
+    sizes = np.maximum(sizes, 1)
+    step = np.left_shift(1, np.maximum(np.ceil(np.log2(sizes)).astype(np.int64) - 3, 0))
+    return np.where(sizes <= 64, sizes, -(-sizes // step) * step)
+
+
 def _reduce_group(
     records: list[HistogramRecord], sizes: np.ndarray, width: int
 ) -> tuple[np.ndarray, np.ndarray]:
     count = len(records)
-    left = np.zeros((count, width))
-    right = np.zeros((count, width))
-    counts = np.zeros((count, width))
-    fields = np.zeros((count, len(FIELD_NAMES)))
-    present = np.zeros((count, len(FIELD_NAMES)), dtype=bool)
-    for i, record in enumerate(records):
-        size = record.counts.size
-        left[i, :size] = record.left
-        right[i, :size] = record.right
-        counts[i, :size] = record.counts
-        if record.encoding == "histo":
-            values = (record.min, record.max, record.num, record.sum, record.sum_squares)
-            if None in values:
-                present[i] = [value is not None for value in values]
-                fields[i] = [0.0 if value is None else value for value in values]
-            else:
-                present[i] = True
-                fields[i] = values
+    uniform = bool((sizes == width).all())
+    if uniform:  # the common case (TF2's 30 buckets): one C-level stack per array
+        left = np.stack([r.left for r in records]).astype(np.float64, copy=False)
+        right = np.stack([r.right for r in records]).astype(np.float64, copy=False)
+        counts = np.stack([r.counts for r in records]).astype(np.float64, copy=False)
+    else:
+        left, right, counts = (np.zeros((count, width)) for _ in range(3))
+        for i, record in enumerate(records):
+            size = record.counts.size
+            left[i, :size] = record.left
+            right[i, :size] = record.right
+            counts[i, :size] = record.counts
+    fields, present = _proto_fields(records)
     fingerprints = _fingerprints(left, right, counts, fields, sizes)
-    padding = np.arange(width)[None, :] >= sizes[:, None]
-    last_edge = right[np.arange(count), np.maximum(sizes - 1, 0)][:, None]
-    left = np.where(padding, last_edge, left)
-    right = np.where(padding, last_edge, right)
+    if not uniform:
+        padding = np.arange(width)[None, :] >= sizes[:, None]
+        last_edge = right[np.arange(count), np.maximum(sizes - 1, 0)][:, None]
+        left = np.where(padding, last_edge, left)
+        right = np.where(padding, last_edge, right)
     return histogram_stats_batch(left, right, counts, fields, present), fingerprints
+
+
+def _proto_fields(records: list[HistogramRecord]) -> tuple[np.ndarray, np.ndarray]:
+    """The HistogramProto fields (:data:`FIELD_NAMES`) and whether each is present."""
+    fields = np.zeros((len(records), len(FIELD_NAMES)))
+    present = np.zeros((len(records), len(FIELD_NAMES)), dtype=bool)
+    for i, record in enumerate(records):
+        if record.encoding != "histo":
+            continue
+        values = (record.min, record.max, record.num, record.sum, record.sum_squares)
+        if None in values:
+            present[i] = [value is not None for value in values]
+            fields[i] = [0.0 if value is None else value for value in values]
+        else:
+            present[i] = True
+            fields[i] = values
+    return fields, present
 
 
 def _to_float32(stats: np.ndarray) -> np.ndarray:

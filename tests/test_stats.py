@@ -175,7 +175,8 @@ def test_wasserstein_from_quantiles() -> None:
 finite_values = arrays(
     np.float64,
     st.integers(1, 400),
-    elements=st.floats(-1e6, 1e6, allow_nan=False, allow_subnormal=False),
+    # squares of values below ~1e-154 are subnormal: no float arithmetic keeps them exact
+    elements=st.floats(-1e6, 1e6, allow_nan=False).filter(lambda v: v == 0 or abs(v) > 1e-100),
 )
 
 
