@@ -224,12 +224,7 @@ class ParameterTags:
     grad_nonfinite: str | None = None
 
 
-_SCALAR_FIELDS: dict[str, str] = {
-    "weight_norm": "weight_norm",
-    "grad_norm": "grad_norm",
-    "weight_nonfinite": "weight_nonfinite",
-    "grad_nonfinite": "grad_nonfinite",
-}
+_SCALAR_FIELDS = ("weight_norm", "grad_norm", "weight_nonfinite", "grad_nonfinite")
 
 
 def pair_parameters(
@@ -242,7 +237,7 @@ def pair_parameters(
     ``#index`` after their name, as the reader names them. ``other`` series are left out.
     """
     rules = rules or DEFAULT_RULES
-    found: dict[str, dict[str, object]] = {}
+    found: dict[str, dict[str, SeriesKey | str]] = {}
     for tag, index in histogram_keys:
         role, name = rules.classify(tag)
         if role == "other":
@@ -254,10 +249,27 @@ def pair_parameters(
         found.setdefault(name, {})[slot] = (tag, index)
     for tag in scalar_tags:
         scalar = scalar_role(tag)
-        if scalar is None or scalar.name is None or scalar.kind not in _SCALAR_FIELDS:
-            continue
-        found.setdefault(scalar.name, {}).setdefault(_SCALAR_FIELDS[scalar.kind], tag)
-    return [
-        ParameterTags(name=name, depth=depth, **slots)  # type: ignore[arg-type]
-        for depth, (name, slots) in enumerate(found.items())
-    ]
+        if scalar is not None and scalar.name is not None and scalar.kind in _SCALAR_FIELDS:
+            found.setdefault(scalar.name, {}).setdefault(scalar.kind, tag)
+    return [_parameter(name, depth, slots) for depth, (name, slots) in enumerate(found.items())]
+
+
+def _parameter(name: str, depth: int, slots: dict[str, SeriesKey | str]) -> ParameterTags:
+    def key(slot: str) -> SeriesKey | None:
+        value = slots.get(slot)
+        return value if isinstance(value, tuple) else None
+
+    def tag(slot: str) -> str | None:
+        value = slots.get(slot)
+        return value if isinstance(value, str) else None
+
+    return ParameterTags(
+        name=name,
+        depth=depth,
+        weight=key("weight"),
+        gradient=key("gradient"),
+        weight_norm=tag("weight_norm"),
+        grad_norm=tag("grad_norm"),
+        weight_nonfinite=tag("weight_nonfinite"),
+        grad_nonfinite=tag("grad_nonfinite"),
+    )

@@ -8,6 +8,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from gradcheck import hints
+from gradcheck.clipping import downsample, pinned_ceiling
 from gradcheck.config import DEFAULT_CONFIG, Config
 from gradcheck.detect import analyze_run
 from gradcheck.model import (
@@ -402,3 +404,62 @@ def test_warnings_name_the_file_and_what_happened() -> None:
         "events.out.tfevents.1: cut at 80",
         "events.out.tfevents.1: steps go back",
     )
+
+
+# --------------------------------------------------------------------------------------------
+# hints and clipping helpers
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("batch_normalization/gamma", "bn_affine"),
+        ("mlp/frozen_bn/beta", "bn_affine"),
+        ("bn1.weight", "bn_affine"),
+        ("layer1.0.bn2.bias", "bn_affine"),
+        ("batch_normalization/moving_variance", "bn_moving"),
+        ("bn1.running_mean", "bn_moving"),
+        ("fc1.weight", "other"),
+        ("encoder.norm1.weight", "other"),  # LayerNorm is not BatchNorm
+    ],
+)
+def test_parameter_kind(name: str, kind: str) -> None:
+    assert hints.parameter_kind(name) == kind
+
+
+def test_sibling_weights_of_biases() -> None:
+    assert hints.sibling_weights("dense/bias") == (
+        "dense/kernel",
+        "dense/weight",
+        "dense/weights",
+        "dense/w",
+    )
+    assert hints.sibling_weights("bias#2")[0] == "kernel#2"
+    assert hints.sibling_weights("bn/beta") == ("bn/gamma",)
+    assert hints.sibling_weights("fc1.weight") == () and hints.sibling_weights("mybias") == ()
+
+
+@pytest.mark.parametrize(
+    ("depth", "count", "where"),
+    [(0, 9, "early"), (4, 9, "middle"), (8, 9, "late"), (0, 2, "early"), (1, 2, "late")],
+)
+def test_position_in_depth(depth: int, count: int, where: str) -> None:
+    assert hints.position(depth, count) == where
+
+
+def test_pinned_ceiling_needs_a_share_of_steps_at_the_maximum() -> None:
+    unclipped = np.array([0.5, 0.9, 1.0, 0.7, 0.95, 0.6, 0.8, 0.99, 0.85, 0.75])
+    assert pinned_ceiling(unclipped, DEFAULT_CONFIG) is None
+    clipped = np.array([0.5, 1.0, 1.0000004, 0.7, 1.0, 0.6, 1.0000002, 0.4, 0.9, 0.3])
+    assert pinned_ceiling(clipped, DEFAULT_CONFIG) == pytest.approx(1.0000004)
+    assert pinned_ceiling(np.array([1.0, 1.0]), DEFAULT_CONFIG) is None  # too few steps
+
+
+def test_downsampled_trend_keeps_peaks_and_nan() -> None:
+    values = np.ones(100)
+    values[10] = 50.0
+    values[90] = np.nan
+    trend = downsample(values, points=10)
+    assert len(trend) == 10 and trend[1] == 50.0 and math.isnan(trend[9])
+    assert downsample(np.array([1.0, 2.0])) == (1.0, 2.0)
