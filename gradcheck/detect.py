@@ -213,7 +213,7 @@ def _moving_stats_moved(movements: Mapping[str, Movement], config: Config) -> di
     for name, m in movements.items():
         if hints.parameter_kind(name) == "bn_moving":
             layer = hints.layer_of(name)
-            did = not m.bit_identical and max(m.from_first, m.norm_change) >= config.static_movement
+            did = not m.bit_identical and m.largest >= config.static_movement
             moved[layer] = moved.get(layer, False) or did
     return moved
 

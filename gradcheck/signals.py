@@ -190,6 +190,12 @@ class Movement:
     step_update: float  # median Wasserstein-1 distance between consecutive steps / scale
     scale: float  # the spread used
     scale_source: str  # "own spread", "own magnitude", "the run's typical weight spread"
+    extremes_change: float = 0.0  # largest move of the minimum or maximum / scale
+
+    @property
+    def largest(self) -> float:
+        """The largest of the movement measures: how far the weights went at all."""
+        return max(self.from_first, self.norm_change, self.extremes_change)
 
 
 def weight_scale(weight: WeightSignal, run_spread: float, first: int = 0) -> tuple[float, str]:
@@ -223,6 +229,7 @@ def movement(weight: WeightSignal, run_spread: float) -> Movement | None:
     updates = wasserstein_from_quantiles(grids[1:], grids[:-1])
     norms = weight.norm[usable]
     norm_scale = max(abs(float(norms[0])), scale * np.sqrt(max(weight.count, 1.0)))
+    extremes = np.abs(grids[:, [0, -1]] - grids[0, [0, -1]]).max()
     return Movement(
         bit_identical=False,
         from_first=float(from_first.max() / scale),
@@ -230,6 +237,7 @@ def movement(weight: WeightSignal, run_spread: float) -> Movement | None:
         step_update=float(np.median(updates) / scale),
         scale=scale,
         scale_source=source,
+        extremes_change=float(extremes / scale),
     )
 
 

@@ -304,8 +304,8 @@ def _dwarfing(parameter: Parameter, context: RunContext) -> Finding | None:
 
 def _weight_growth(parameter: Parameter, context: RunContext) -> Finding | None:
     weight = parameter.weight
-    if weight is None:
-        return None
+    if weight is None or hints.parameter_kind(parameter.name) == "bn_moving":
+        return None  # BatchNorm statistics follow the activations' scale: not learned weights
     early, _, finite = early_and_late(weight.rms, context.config)
     if finite.size < 3:
         return None
@@ -472,14 +472,14 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | None:
     weight = parameter.weight
     if move is None or weight is None:
         return None
-    moved = max(move.from_first, move.norm_change)
+    moved = move.largest
     threshold = context.config.static_movement
     if not (move.bit_identical or moved < threshold):
         return None
     if _sibling_moved(parameter, context):
         return None
     others = [m for name, m in context.movements.items() if name != parameter.name]
-    others_moved = max((max(m.from_first, m.norm_change) for m in others), default=0.0)
+    others_moved = max((m.largest for m in others), default=0.0)
     if others_moved < context.config.others_moving:
         return None
     steps = f"{weight.steps.size} logged steps ({int(weight.steps[0])}-{int(weight.steps[-1])})"
@@ -509,7 +509,7 @@ def _sibling_moved(parameter: Parameter, context: RunContext) -> bool:
     threshold = context.config.static_movement
     for sibling in hints.sibling_weights(parameter.name):
         move = context.movements.get(sibling)
-        if move is not None and max(move.from_first, move.norm_change) >= threshold:
+        if move is not None and move.largest >= threshold:
             return True
     return False
 
