@@ -24,7 +24,7 @@ from gradcheck.keras import (  # noqa: E402
     log_step,
     variable_path,
 )
-from tests.readback import bucket_total, read_logs  # noqa: E402
+from tests.readback import bucket_total, read_logs, readme_helper_examples  # noqa: E402
 
 keras = tf.keras
 pytestmark = pytest.mark.slow
@@ -288,3 +288,22 @@ def test_histogram_buckets_match_tensorboards_own(values: list[float] | np.ndarr
     data = tf.constant(np.asarray(values, dtype=np.float64))
     expected = _buckets(data, tf.constant(30)).numpy()
     np.testing.assert_array_equal(histogram_buckets(data).numpy(), expected)
+
+
+def test_readme_examples_run_and_write_the_tags(tmp_path: Path) -> None:
+    fit_example, loop_example = readme_helper_examples("gradcheck.keras", tmp_path)
+    x, y = _data()
+    model = _model(dropout=False)
+    exec(fit_example, {"model": model, "x_train": x, "y_train": y})
+    fit_logs = read_logs(tmp_path / "fit")
+    assert fit_logs.steps("gradients/net/hidden/kernel") == [0]
+    loop_scope = {
+        "model": model,
+        "dataset": tf.data.Dataset.from_tensor_slices((x, y)).batch(32),
+        "loss_fn": keras.losses.BinaryCrossentropy(),
+        "optimizer": keras.optimizers.SGD(0.1),
+    }
+    exec(loop_example, loop_scope)
+    loop_logs = read_logs(tmp_path / "loop")
+    assert loop_logs.steps("gradient_norm/global") == [0]
+    assert loop_logs.tags_with_prefix("gradients/") == fit_logs.tags_with_prefix("gradients/")

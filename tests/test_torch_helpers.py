@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from gradcheck.errors import InputError  # noqa: E402
 from gradcheck.torch import log_gradients  # noqa: E402
-from tests.readback import bucket_total, read_logs  # noqa: E402
+from tests.readback import bucket_total, read_logs, readme_helper_examples  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -186,3 +186,23 @@ def test_equal_width_edges_survive_extreme_ranges() -> None:
     narrow = equal_width_edges(1.0, 1.0 + 2**-52)
     assert len(narrow) == FALLBACK_BUCKETS + 1 and np.all(np.diff(narrow) >= 0)
     assert equal_width_edges(2.5, 2.5).tolist() == [2.5, 2.5]
+
+
+def test_readme_example_runs_and_writes_the_tags(tmp_path: Path) -> None:
+    (example,) = readme_helper_examples("gradcheck.torch", tmp_path)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    batches = [(torch.randn(8, 5), torch.randn(8, 1)) for _ in range(3)]
+    scope = {
+        "model": model,
+        "loader": batches,
+        "loss_fn": torch.nn.functional.mse_loss,
+        "optimizer": torch.optim.SGD(model.parameters(), lr=0.1),
+    }
+    exec(example, scope)
+    scope["writer"].close()
+    logs = read_logs(tmp_path / "torch")
+    assert logs.steps("gradient_norm/global") == [0]
+    assert logs.tags_with_prefix("gradients/") == {
+        f"gradients/{name}" for name, _ in model.named_parameters()
+    }
