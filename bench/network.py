@@ -157,7 +157,7 @@ class ValueModel:
         noise = self.rng.standard_normal((count, samples))
         self.standardised *= math.sqrt(1.0 - walk * walk)
         self.standardised += walk * noise
-        redraw = self.rng.random(count) < REDRAW_PROBABILITY
+        redraw = np.less(self.rng.random(count), REDRAW_PROBABILITY)
         if redraw.any():
             self.standardised[redraw] = self.rng.standard_normal((int(redraw.sum()), samples))
         settle = 1.0 - math.exp(-step / WEIGHT_TIME_CONSTANT)

@@ -223,13 +223,13 @@ def _startup(command: list[str], env: dict[str, str], scratch: Path) -> float:
 
 def environment_facts(env: dict[str, str], scratch: Path, help_text: str | None) -> dict:
     """What the numbers depend on: machine, versions, interpreter and gradcheck start-up."""
-    versions = {}
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions: dict[str, str | None] = {}
     for package in ("gradcheck", "tensorboard", "protobuf", "numpy", "tbparse", "google-crc32c"):
         try:
-            from importlib.metadata import version
-
             versions[package] = version(package)
-        except Exception:  # noqa: BLE001 - a missing package is reported as such
+        except PackageNotFoundError:
             versions[package] = None
     facts = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
