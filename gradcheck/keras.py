@@ -25,6 +25,7 @@ imports it.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
@@ -374,9 +375,12 @@ class GradientLogger(keras.callbacks.Callback):
     def _loss(self, x: Any, y: Any, y_pred: Any, sample_weight: Any) -> Any:
         if self.loss_fn is not None:
             return tf.reduce_mean(self.loss_fn(y, y_pred))
+        # Keras 3 takes ``training``; tf.keras 2 (TF_USE_LEGACY_KERAS=1) does not.
+        takes_training = "training" in inspect.signature(self.model.compute_loss).parameters
+        mode = {"training": True} if takes_training else {}
         try:
             return self.model.compute_loss(
-                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, **mode
             )
         except ValueError as error:
             raise InputError(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from gradcheck import logtags
@@ -33,3 +36,28 @@ def test_missing_framework_gives_an_install_hint() -> None:
 
 def test_present_module_is_returned() -> None:
     assert require("json", extra="x", helper="y").dumps([1]) == "[1]"
+
+
+@pytest.mark.parametrize(
+    ("module", "framework", "extra"),
+    [("keras", "tensorflow", "keras"), ("torch", "torch", "torch")],
+)
+def test_helpers_without_their_framework_say_how_to_install_it(
+    module: str, framework: str, extra: str
+) -> None:
+    """Importing gradcheck.keras / gradcheck.torch where the framework is missing."""
+    code = (
+        f"import sys; sys.modules[{framework!r}] = None\n"
+        "from gradcheck._optional import MissingDependencyError\n"
+        "try:\n"
+        f"    import gradcheck.{module}\n"
+        "except MissingDependencyError as error:\n"
+        "    print(error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == (
+        f"gradcheck.{module} needs {framework}, which is not installed: "
+        f"pip install 'gradcheck[{extra}]'"
+    )
