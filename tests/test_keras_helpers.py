@@ -39,7 +39,9 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def _model(dropout: bool) -> keras.Model:
+def _model(dropout: bool, run_eagerly: bool = False) -> keras.Model:
+    """A tiny Dense-BatchNorm[-Dropout]-Dense classifier; ``run_eagerly`` also makes the
+    callback log eagerly (no tracing: faster for a handful of steps)."""
     keras.utils.set_random_seed(7)
     layers = [
         keras.Input((FEATURES,)),
@@ -50,7 +52,9 @@ def _model(dropout: bool) -> keras.Model:
         layers.append(keras.layers.Dropout(0.3, name="drop"))
     layers.append(keras.layers.Dense(1, activation="sigmoid", name="out"))
     model = keras.Sequential(layers, name="net")
-    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="binary_crossentropy")
+    model.compile(
+        optimizer=keras.optimizers.Adam(0.01), loss="binary_crossentropy", run_eagerly=run_eagerly
+    )
     return model
 
 
@@ -138,7 +142,7 @@ def test_callback_leaves_training_bit_identical(tmp_path: Path) -> None:
 def test_callback_takes_a_dataset_and_resamples(tmp_path: Path) -> None:
     x, y = _data()
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
-    model = _model(dropout=False)
+    model = _model(dropout=False, run_eagerly=True)
     callback = GradientLogger(str(tmp_path), data=dataset, every_n_steps=2, resample=True)
     model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[callback])
     callback.close()
@@ -161,9 +165,9 @@ def test_callback_with_steps_per_execution_logs_at_execution_boundaries(tmp_path
 
 def test_callback_frozen_weights_logs_non_trainable_variables(tmp_path: Path) -> None:
     x, y = _data()
-    model = _model(dropout=False)
+    model = _model(dropout=False, run_eagerly=True)
     model.get_layer("hidden").trainable = False
-    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="binary_crossentropy")
+    model.compile(optimizer="adam", loss="binary_crossentropy", run_eagerly=True)
     callback = GradientLogger(
         str(tmp_path), data=(x[:32], y[:32]), every_n_steps=2, frozen_weights=True
     )
@@ -293,7 +297,7 @@ def test_histogram_buckets_match_tensorboards_own(values: list[float] | np.ndarr
 def test_readme_examples_run_and_write_the_tags(tmp_path: Path) -> None:
     fit_example, loop_example = readme_helper_examples("gradcheck.keras", tmp_path)
     x, y = _data()
-    model = _model(dropout=False)
+    model = _model(dropout=False, run_eagerly=True)
     exec(fit_example, {"model": model, "x_train": x, "y_train": y})
     fit_logs = read_logs(tmp_path / "fit")
     assert fit_logs.steps("gradients/net/hidden/kernel") == [0]
