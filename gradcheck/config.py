@@ -38,6 +38,11 @@ class Config:
     flags a first/last-layer gradient ratio above 70 (its beta_3)."""
     explode_spike_factor: float = 1000.0
     """A single logged step this many times the baseline is exploding even if not sustained."""
+    explode_level_factor: float = 10.0
+    """... and only when the gradient's RMS also reaches 10x the largest RMS any parameter had
+    early in the run: in a badly initialised deep network the first layers' gradients start
+    orders of magnitude small and grow as training wakes them up, which is healthy. (A rise
+    while the training loss falls is not exploding either.)"""
     explode_sustain_steps: int = 3
     """Consecutive logged steps above ``explode_factor`` that make a rise sustained (a rise that
     runs into NaN/Inf or into the end of the log counts as sustained)."""

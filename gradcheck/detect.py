@@ -144,6 +144,8 @@ def run_context(
         typical_weight_rms=_typical_weight_rms(parameters, config),
         median_decay=float(np.median(decays)) if decays else 1.0,
         loss_tag=loss.tag if loss is not None else None,
+        loss_steps=loss.steps if loss is not None else np.empty(0, dtype=np.int64),
+        loss_values=loss.values if loss is not None else np.empty(0),
         loss_ratio=_loss_ratio(loss, config),
         loss_nan_step=_first_nonfinite_step(loss),
         last_step=data.steps[1] if data.steps else None,

@@ -52,6 +52,8 @@ class RunContext:
     typical_weight_rms: float  # median early weight RMS over the run's parameters
     median_decay: float  # median late/early gradient ratio over the run's parameters
     loss_tag: str | None
+    loss_steps: np.ndarray  # the training loss (empty without one)
+    loss_values: np.ndarray
     loss_ratio: float | None  # late/early training loss (None when unusable)
     loss_nan_step: int | None
     last_step: int | None
@@ -168,6 +170,7 @@ class Rise:
     peak_ratio: float
     onset_step: int
     first_above_step: int
+    last_above_step: int  # last step of the qualifying episode
     steps_above: int
     into_nonfinite: bool
 
@@ -199,6 +202,7 @@ def find_rise(
                 peak_ratio=float(np.nanmax(ratio[start:])),
                 onset_step=int(steps[onset]),
                 first_above_step=int(steps[start]),
+                last_above_step=int(steps[end - 1]),
                 steps_above=int(above[start:].sum()),
                 into_nonfinite=runs_into_bad,
             )
@@ -238,8 +242,10 @@ def _gradient_rise(parameter: Parameter, context: RunContext) -> Finding | None:
     if rise is None or pinned_ceiling(gradient.norm, context.config) is not None:
         return None  # a per-parameter clip (Keras clipnorm) holds this norm
     peak_rms = float(np.nanmax(gradient.rms))
-    if peak_rms < context.largest_early_level:  # a small gradient growing, not a blow-up
-        return None
+    if peak_rms < context.config.explode_level_factor * context.largest_early_level:
+        return None  # a small gradient catching up with the others, not a blow-up
+    if _loss_improved(context, rise):
+        return None  # the loss fell while this gradient grew: a network waking up
     factor = context.config.explode_factor
     tail = " and then turned non-finite" if rise.into_nonfinite else ""
     evidence = (
@@ -262,6 +268,16 @@ def _gradient_rise(parameter: Parameter, context: RunContext) -> Finding | None:
         hints.EXPLODING_RISE,
         numbers,
     )
+
+
+def _loss_improved(context: RunContext, rise: Rise) -> bool:
+    """Whether the training loss was lower during the rise than before its onset."""
+    steps, values = context.loss_steps, context.loss_values
+    before = values[(steps <= rise.onset_step) & np.isfinite(values)]
+    during = values[(steps >= rise.first_above_step) & (steps <= rise.last_above_step)]
+    if before.size == 0 or during.size == 0 or not np.isfinite(during).all():
+        return False
+    return bool(np.median(during) < np.median(before))
 
 
 def grad_to_weight(parameter: Parameter) -> tuple[np.ndarray, np.ndarray]:
