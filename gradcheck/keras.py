@@ -29,7 +29,6 @@ import inspect
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from tensorboard.plugins.histogram import metadata as histogram_metadata
@@ -50,17 +49,6 @@ class GradientSummary(NamedTuple):
 
     global_norm: Any  # float64 scalar tensor: L2 norm of all gradients together
     nonfinite: Any  # int64 scalar tensor: NaN/Inf elements in all gradients
-
-
-@dataclass(frozen=True)
-class _Tags:
-    histogram: str
-    norm: str
-    nonfinite: str
-
-
-_WEIGHT_TAGS = _Tags(logtags.WEIGHTS, logtags.WEIGHT_NORM, logtags.WEIGHT_NONFINITE)
-_GRADIENT_TAGS = _Tags(logtags.GRADIENTS, logtags.GRADIENT_NORM, logtags.GRADIENT_NONFINITE)
 
 
 def variable_path(variable: Any) -> str:
@@ -105,9 +93,11 @@ def log_step(
         for name, variable, gradient in zip(names, variables, gradients, strict=True):
             if not _is_float(variable):
                 continue
-            _log_tensor(_WEIGHT_TAGS, name, variable, step, histograms)
+            _log_tensor(logtags.WEIGHT_TAGS, name, variable, step, histograms)
             if gradient is not None:
-                squared, count = _log_tensor(_GRADIENT_TAGS, name, gradient, step, histograms)
+                squared, count = _log_tensor(
+                    logtags.GRADIENT_TAGS, name, gradient, step, histograms
+                )
                 squared_norms.append(squared)
                 nonfinite_counts.append(count)
         return _log_global(squared_norms, nonfinite_counts, step)
@@ -118,7 +108,7 @@ def _is_float(variable: Any) -> bool:
 
 
 def _log_tensor(
-    tags: _Tags, name: str, tensor: Any, step: int | Any, histograms: bool
+    tags: logtags.TagSet, name: str, tensor: Any, step: int | Any, histograms: bool
 ) -> tuple[Any, Any]:
     """Log one tensor's histogram, exact norm and non-finite count; return (norm², count)."""
     values = tf.cast(tf.convert_to_tensor(tensor), tf.float64)

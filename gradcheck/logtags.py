@@ -26,6 +26,8 @@ honest value, logged as is, with ``gradient_nonfinite/global`` saying how many e
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 WEIGHTS = "weights"
 GRADIENTS = "gradients"
 WEIGHT_NORM = "weight_norm"
@@ -36,6 +38,19 @@ GLOBAL = "global"
 
 GLOBAL_GRADIENT_NORM = f"{GRADIENT_NORM}/{GLOBAL}"
 GLOBAL_GRADIENT_NONFINITE = f"{GRADIENT_NONFINITE}/{GLOBAL}"
+
+
+@dataclass(frozen=True)
+class TagSet:
+    """The prefixes of the three tags written per tensor: histogram, exact norm, NaN/Inf count."""
+
+    histogram: str
+    norm: str
+    nonfinite: str
+
+
+WEIGHT_TAGS = TagSet(WEIGHTS, WEIGHT_NORM, WEIGHT_NONFINITE)
+GRADIENT_TAGS = TagSet(GRADIENTS, GRADIENT_NORM, GRADIENT_NONFINITE)
 
 
 def tag(prefix: str, param: str) -> str:

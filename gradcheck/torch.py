@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -48,15 +47,6 @@ class GradientSummary(NamedTuple):
     nonfinite: int  # NaN/Inf elements in all gradients
 
 
-@dataclass(frozen=True)
-class _Tags:
-    histogram: str
-    norm: str
-    nonfinite: str
-
-
-_WEIGHT_TAGS = _Tags(logtags.WEIGHTS, logtags.WEIGHT_NORM, logtags.WEIGHT_NONFINITE)
-_GRADIENT_TAGS = _Tags(logtags.GRADIENTS, logtags.GRADIENT_NORM, logtags.GRADIENT_NONFINITE)
 _WRITER_METHODS = ("add_scalar", "add_histogram", "add_histogram_raw")
 
 
@@ -82,10 +72,10 @@ def log_gradients(
     for name, parameter in _named_parameters(model):
         if not parameter.is_floating_point():
             continue
-        _log_tensor(writer, _WEIGHT_TAGS, name, parameter, step, histograms, bins)
+        _log_tensor(writer, logtags.WEIGHT_TAGS, name, parameter, step, histograms, bins)
         if parameter.grad is not None:
             squared, nonfinite = _log_tensor(
-                writer, _GRADIENT_TAGS, name, parameter.grad, step, histograms, bins
+                writer, logtags.GRADIENT_TAGS, name, parameter.grad, step, histograms, bins
             )
             squared_total += squared
             nonfinite_total += nonfinite
@@ -124,7 +114,13 @@ def _named_parameters(model: Any) -> Iterable[tuple[str, Any]]:
 
 
 def _log_tensor(
-    writer: Any, tags: _Tags, name: str, tensor: Any, step: int, histograms: bool, bins: str | int
+    writer: Any,
+    tags: logtags.TagSet,
+    name: str,
+    tensor: Any,
+    step: int,
+    histograms: bool,
+    bins: str | int,
 ) -> tuple[float, int]:
     """Log one tensor's histogram, exact norm and non-finite count; return (norm², count)."""
     values = tensor.detach()
