@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 import warnings
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Literal, NamedTuple
 
@@ -69,7 +69,7 @@ def masked_crc32c(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _UINT32
 
 
-class _Window:
+class Window:
     """A sliding window over a binary stream, refilled in big chunks.
 
     ``data[i]`` is the byte at file offset ``base + i``. Consumed bytes are dropped on refill,
@@ -112,53 +112,48 @@ def iter_frames(
 
     Never raises on bad data; I/O errors from ``stream.read`` propagate to the caller.
     """
-    window = _Window(stream, chunk_size)
+    window = Window(stream, chunk_size)
     pos = 0
-    unpack_header = _HEADER.unpack_from
-    unpack_footer = _FOOTER.unpack_from
-    crc32c = google_crc32c.value
+    while pos >= 0:
+        items, pos = frame_at(window, pos)
+        yield from items
+
+
+def frame_at(window: Window, pos: int) -> tuple[list[Frame | FrameDamage], int]:
+    """Frame what starts at window index ``pos``: the items found and the index that follows.
+
+    One record (a ``Frame``, or a ``bad_payload_crc`` damage), or the damage of a bad header
+    (the index then is the next verifiable record's), or the incomplete tail. The index is -1
+    when the stream is done. The window may be refilled: the index is into ``window.data``.
+    Both readers call this, so damage is described the same way whichever engine reads.
+    """
     data = window.data
-    while True:
-        if len(data) - pos < HEADER_SIZE:
-            pos = window.fill(pos, HEADER_SIZE)
-            data = window.data
-            if len(data) < HEADER_SIZE:
-                if data:
-                    yield _tail(window.base, len(data), "a record header")
-                return
-        length, length_crc = unpack_header(data, pos)
-        # masked_crc32c inlined: this loop runs once per record.
-        crc = crc32c(data[pos : pos + 8])
-        if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _UINT32 != length_crc or (
-            length > MAX_PLAUSIBLE_LENGTH
-        ):
-            pos = yield from _resync(window, pos)
-            data = window.data
-            if pos < 0:
-                return
-            continue
-        end = pos + HEADER_SIZE + length + FOOTER_SIZE
+    if len(data) - pos < HEADER_SIZE:
+        pos = window.fill(pos, HEADER_SIZE)
+        data = window.data
+        if len(data) < HEADER_SIZE:
+            return ([_tail(window.base, len(data), "a record header")] if data else []), -1
+    length, length_crc = _HEADER.unpack_from(data, pos)
+    if masked_crc32c(data[pos : pos + 8]) != length_crc or length > MAX_PLAUSIBLE_LENGTH:
+        damage, pos = _resync(window, pos)
+        return [damage], pos
+    end = pos + HEADER_SIZE + length + FOOTER_SIZE
+    if end > len(data):
+        pos = window.fill(pos, end - pos)
+        data = window.data
+        end = HEADER_SIZE + length + FOOTER_SIZE
         if end > len(data):
-            pos = window.fill(pos, end - pos)
-            data = window.data
-            end = HEADER_SIZE + length + FOOTER_SIZE
-            if end > len(data):
-                yield _tail(window.base, len(data), f"a record of {length} payload bytes")
-                return
-        payload = data[pos + HEADER_SIZE : end - FOOTER_SIZE]
-        crc = crc32c(payload)
-        if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _UINT32 == unpack_footer(
-            data, end - FOOTER_SIZE
-        )[0]:
-            yield Frame(window.base + pos, payload)
-        else:
-            yield FrameDamage(
-                window.base + pos,
-                "bad_payload_crc",
-                end - pos,
-                f"payload CRC mismatch: one record of {length} payload bytes lost",
-            )
-        pos = end
+            return [_tail(window.base, len(data), f"a record of {length} payload bytes")], -1
+    payload = data[pos + HEADER_SIZE : end - FOOTER_SIZE]
+    if masked_crc32c(payload) == _FOOTER.unpack_from(data, end - FOOTER_SIZE)[0]:
+        return [Frame(window.base + pos, payload)], end
+    damage = FrameDamage(
+        window.base + pos,
+        "bad_payload_crc",
+        end - pos,
+        f"payload CRC mismatch: one record of {length} payload bytes lost",
+    )
+    return [damage], end
 
 
 def _tail(offset: int, size: int, what: str) -> FrameDamage:
@@ -171,11 +166,11 @@ def _tail(offset: int, size: int, what: str) -> FrameDamage:
     )
 
 
-def _resync(window: _Window, start: int) -> Generator[FrameDamage, None, int]:
+def _resync(window: Window, start: int) -> tuple[FrameDamage, int]:
     """Scan forward from ``start`` (a bad header) to the next fully verifiable record.
 
-    Yields one ``bad_length_crc`` damage for the skipped bytes and returns the window index of
-    the next good record, or -1 when none is left. A candidate must pass both CRCs, so random
+    Returns the ``bad_length_crc`` damage of the skipped bytes and the window index of the
+    next good record, or -1 when none is left. A candidate must pass both CRCs, so random
     bytes cannot become a false record (odds about 2**-64 per offset); a verified header that
     the end of the file cuts off is also accepted, to be reported as an incomplete tail.
     """
@@ -185,26 +180,26 @@ def _resync(window: _Window, start: int) -> Generator[FrameDamage, None, int]:
         pos = _find_candidate(window, pos)
         if pos < 0:
             lost = window.base + len(window.data) - damage_offset
-            yield FrameDamage(
+            damage = FrameDamage(
                 damage_offset,
                 "bad_length_crc",
                 lost,
                 "length CRC mismatch and no verifiable record after it: rest of the file lost",
             )
-            return -1
+            return damage, -1
         if _record_check(window, pos) != "bad":  # good, or a verified header cut off by EOF
             pos = window.fill(pos, 0)
-            yield FrameDamage(
+            damage = FrameDamage(
                 damage_offset,
                 "bad_length_crc",
                 window.base - damage_offset,
                 "length CRC mismatch: bytes skipped up to the next verifiable record",
             )
-            return pos
+            return damage, pos
         pos += 1
 
 
-def _find_candidate(window: _Window, pos: int) -> int:
+def _find_candidate(window: Window, pos: int) -> int:
     """Window index >= ``pos`` of the next header with a plausible length, or -1 at EOF.
 
     A plausible length (< 2 GiB) has its four high bytes zero, so ``bytes.find`` skips most
@@ -227,7 +222,7 @@ def _find_candidate(window: _Window, pos: int) -> int:
             return -1
 
 
-def _record_check(window: _Window, pos: int) -> Literal["good", "tail", "bad"]:
+def _record_check(window: Window, pos: int) -> Literal["good", "tail", "bad"]:
     """Whether the record at window index ``pos`` verifies (both CRCs), is a verified header
     cut off by the end of the file (``tail``), or is not a record (``bad``).
 
@@ -248,7 +243,7 @@ def _record_check(window: _Window, pos: int) -> Literal["good", "tail", "bad"]:
     return "good" if verifies else "bad"
 
 
-def _read_exactly(window: _Window, size: int) -> bytes:
+def _read_exactly(window: Window, size: int) -> bytes:
     """Read ``size`` more bytes (fewer at EOF), in chunk-sized reads."""
     parts = []
     while size > 0 and not window.eof:

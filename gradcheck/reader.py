@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from gradcheck.decode import Decoded, EventDecoder, UndecodableEvent
@@ -79,7 +79,7 @@ class _TagSteps:
 
 
 @dataclass(slots=True)
-class _FileTally:
+class FileTally:
     """What one file held, for its ``FileInfo``."""
 
     records: int = 0
@@ -143,49 +143,61 @@ class _RunState:
         if state.restarts <= self.restarts:
             return None
         self.restarts = state.restarts
-        return Notice(
-            run=self.run,
-            file=record.file,
-            kind="restart",
-            tag=record.tag,
-            step=record.step,
-            message=(
-                f"steps go back from {state.last_step} to {record.step} (first seen on tag "
-                f"{record.tag!r}): training was restarted; data at steps >= {record.step} from "
-                "before the restart is superseded by the newer data, as TensorBoard does"
-            ),
-        )
+        return restart_notice(self.run, record.file, record.tag, state.last_step, record.step)
 
     def collision_notices(self) -> Iterator[Notice]:
         """One notice per tag newly found to hold several series per step."""
         for tag, (file, step, counts) in self.collisions.items():
             self.reported_collisions.add(tag)
-            shown = ", ".join("?" if count is None else str(count) for count in counts)
-            names = [series_name(tag, index) for index in range(min(len(counts), 4))]
-            more = ", ..." if len(counts) > 4 else ""
-            yield Notice(
-                run=self.run,
-                file=file,
-                kind="tag_collision",
-                tag=tag,
-                step=step,
-                message=(
-                    f"tag {tag!r} is written {len(counts)} times at step {step} (element "
-                    f"counts {shown}): kept as {len(counts)} series ({', '.join(names)}{more}); "
-                    "Keras 3.0-3.13 write all layers' kernels (biases, ...) under one tag like this"
-                ),
-            )
+            yield collision_notice(self.run, file, tag, step, counts)
         self.collisions.clear()
+
+
+def restart_notice(run: str, file: str, tag: str, last_step: int, step: int) -> Notice:
+    """The notice that steps went back (a resumed training), first seen on ``tag``."""
+    return Notice(
+        run=run,
+        file=file,
+        kind="restart",
+        tag=tag,
+        step=step,
+        message=(
+            f"steps go back from {last_step} to {step} (first seen on tag {tag!r}): training "
+            f"was restarted; data at steps >= {step} from before the restart is superseded "
+            "by the newer data, as TensorBoard does"
+        ),
+    )
+
+
+def collision_notice(
+    run: str, file: str, tag: str, step: int, counts: Sequence[int | None]
+) -> Notice:
+    """The notice that ``tag`` holds several series per step (element ``counts`` at ``step``)."""
+    shown = ", ".join("?" if count is None else str(count) for count in counts)
+    names = [series_name(tag, index) for index in range(min(len(counts), 4))]
+    more = ", ..." if len(counts) > 4 else ""
+    return Notice(
+        run=run,
+        file=file,
+        kind="tag_collision",
+        tag=tag,
+        step=step,
+        message=(
+            f"tag {tag!r} is written {len(counts)} times at step {step} (element "
+            f"counts {shown}): kept as {len(counts)} series ({', '.join(names)}{more}); "
+            "Keras 3.0-3.13 write all layers' kernels (biases, ...) under one tag like this"
+        ),
+    )
 
 
 def _read_file(path: str, state: _RunState) -> Iterator[Record]:
     """The records of one file, then its collision notices and ``FileInfo``."""
-    tally = _FileTally()
+    tally = FileTally()
     try:
         size = file_size(path)
         stream = open_binary(path)
     except OSError as error:
-        yield _unreadable(state.run, path, 0, error)
+        yield unreadable(state.run, path, 0, error)
         yield FileInfo(state.run, path, 0, 0, 0, None)
         return
     with stream:
@@ -194,17 +206,17 @@ def _read_file(path: str, state: _RunState) -> Iterator[Record]:
             for item in iter_frames(stream):
                 offset = item.offset
                 if isinstance(item, Frame):
-                    yield from _records_of_frame(item, path, state, tally)
+                    yield from records_of_frame(item, path, state, tally)
                 else:
-                    yield _damage(state.run, path, item)
+                    yield frame_damage(state.run, path, item)
         except OSError as error:
-            yield _unreadable(state.run, path, offset, error)
+            yield unreadable(state.run, path, offset, error)
     yield from state.collision_notices()
     yield FileInfo(state.run, path, size, tally.records, tally.events, guess_writer(path, tally))
 
 
-def _records_of_frame(
-    frame: Frame, path: str, state: _RunState, tally: _FileTally
+def records_of_frame(
+    frame: Frame, path: str, state: _RunState, tally: FileTally
 ) -> Iterator[Record]:
     tally.records += 1
     try:
@@ -237,7 +249,7 @@ def _records_of_frame(
         yield record
 
 
-def _tally_event(decoded: Decoded, tally: _FileTally) -> None:
+def _tally_event(decoded: Decoded, tally: FileTally) -> None:
     tally.whats.add(decoded.what)
     if decoded.file_version is not None and tally.file_version is None:
         tally.file_version = decoded.file_version
@@ -245,7 +257,7 @@ def _tally_event(decoded: Decoded, tally: _FileTally) -> None:
         tally.writer = decoded.writer
 
 
-def _damage(run: str, path: str, damage: FrameDamage) -> Damage:
+def frame_damage(run: str, path: str, damage: FrameDamage) -> Damage:
     names = {
         "incomplete_tail": "incomplete final record",
         "bad_length_crc": "bad length CRC",
@@ -262,7 +274,7 @@ def _damage(run: str, path: str, damage: FrameDamage) -> Damage:
     )
 
 
-def _unreadable(run: str, path: str, offset: int, error: OSError) -> Damage:
+def unreadable(run: str, path: str, offset: int, error: OSError) -> Damage:
     return Damage(
         run=run,
         file=path,
@@ -273,7 +285,7 @@ def _unreadable(run: str, path: str, offset: int, error: OSError) -> Damage:
     )
 
 
-def guess_writer(path: str, tally: _FileTally) -> str | None:
+def guess_writer(path: str, tally: FileTally) -> str | None:
     """Best guess of what wrote a file: a hint for humans, not a fact.
 
     ``source_metadata.writer`` when present; else inferred from the encodings seen, the file

@@ -17,7 +17,7 @@ and merging them gives the same result as reducing the run's stream.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -246,10 +246,14 @@ class _Reducer:
         self.files.setdefault(file, None)
 
     def _scalar(self, record: ScalarRecord) -> None:
-        builder = self.scalars.get(record.tag)
+        self.add_scalar(record.tag, record.step, record.value)
+
+    def add_scalar(self, tag: str, step: int, value: float) -> None:
+        """Append one scalar value (records and the C reader's rows both come here)."""
+        builder = self.scalars.get(tag)
         if builder is None:
-            builder = self.scalars[record.tag] = _ScalarBuilder(record.tag)
-        builder.append(record.step, record.value)
+            builder = self.scalars[tag] = _ScalarBuilder(tag)
+        builder.append(step, value)
 
     def flush(self) -> None:
         """Reduce the pending histograms and append their rows, in stream order."""
@@ -257,21 +261,38 @@ class _Reducer:
             return
         records, self.pending, self.pending_buckets = self.pending, [], 0
         rows, fingerprints = reduce_histograms(records)
-        members: dict[SeriesKey, tuple[list[int], list[int]]] = {}
+        members: dict[SeriesKey, tuple[str, list[int]]] = {}
         for i, record in enumerate(records):
             key = (record.tag, record.index)
             found = members.get(key)
             if found is None:
-                members[key] = found = ([], [])
-                if key not in self.histograms:
-                    self.histograms[key] = _HistogramBuilder(key, record.encoding)
-            found[0].append(i)
-            found[1].append(record.step)
+                members[key] = found = (record.encoding, [])
+            found[1].append(i)
+        steps = np.fromiter((r.step for r in records), dtype=np.int64, count=len(records))
         walls = np.fromiter((r.wall_time for r in records), dtype=np.float64, count=len(records))
-        for key, (positions, steps) in members.items():
-            at = np.array(positions)
-            self.histograms[key].append(steps, walls[at], rows[at], fingerprints[at])
+        groups = [(key, encoding, np.array(at)) for key, (encoding, at) in members.items()]
         self.run = self.run or records[0].run
+        self.add_histogram_rows(groups, steps, walls, rows, fingerprints)
+
+    def add_histogram_rows(
+        self,
+        groups: Sequence[tuple[SeriesKey, str, np.ndarray]],
+        steps: np.ndarray,
+        walls: np.ndarray,
+        rows: np.ndarray,
+        fingerprints: np.ndarray,
+    ) -> None:
+        """Append reduced histograms to their series, after any pending records.
+
+        ``groups``: ``(key, encoding, positions)`` per series in order of first appearance,
+        positions (into the other arrays) in stream order.
+        """
+        self.flush()
+        for key, encoding, at in groups:
+            builder = self.histograms.get(key)
+            if builder is None:
+                builder = self.histograms[key] = _HistogramBuilder(key, encoding)
+            builder.append(steps[at].tolist(), walls[at], rows[at], fingerprints[at])
 
     def _built_histograms(self) -> dict[SeriesKey, HistogramSeries]:
         """Build every series, releasing each builder's buffers before the next (peak memory)."""
@@ -310,19 +331,39 @@ def reduce_records(records: Iterable[Record]) -> RunData:
 
 
 def reduce_histograms(records: Sequence[HistogramRecord]) -> tuple[np.ndarray, np.ndarray]:
-    """float32 statistics ``[B, len(STAT_NAMES)]`` and uint64 fingerprints ``[B]`` of records.
-
-    Records are grouped by bucket count rounded up to a power of two and padded with empty
-    buckets, so that each group is one vectorised call.
-    """
+    """float32 statistics ``[B, len(STAT_NAMES)]`` and uint64 fingerprints ``[B]`` of records."""
     sizes = np.fromiter((r.counts.size for r in records), dtype=np.int64, count=len(records))
+
+    def matrices(members: np.ndarray, width: int) -> BucketMatrices:
+        group = [records[i] for i in members.tolist()]
+        left, right, counts = _stacked(group, sizes[members], width)
+        fields, present = _proto_fields(group)
+        return left, right, counts, fields, present
+
+    return reduce_by_width(sizes, matrices)
+
+
+BucketMatrices = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""``left, right, counts`` ``[B, width]`` (zero-padded) and the proto ``fields, present``."""
+
+
+def reduce_by_width(
+    sizes: np.ndarray, matrices: Callable[[np.ndarray, int], BucketMatrices]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Statistics and fingerprints of B histograms of ``sizes`` buckets, both engines' core.
+
+    Histograms are grouped by bucket count rounded up (:func:`_width_class`) so that each group
+    is one vectorised call; ``matrices(members, width)`` gives a group's zero-padded arrays.
+    """
     widths = _width_class(sizes)
-    rows = np.empty((len(records), len(STAT_NAMES)), dtype=np.float32)
-    fingerprints = np.empty(len(records), dtype=np.uint64)
+    rows = np.empty((sizes.size, len(STAT_NAMES)), dtype=np.float32)
+    fingerprints = np.empty(sizes.size, dtype=np.uint64)
     for width in np.unique(widths).tolist():
         members = np.flatnonzero(widths == width)
-        group = [records[i] for i in members.tolist()]
-        stats, group_fingerprints = _reduce_group(group, sizes[members], int(width))
+        left, right, counts, fields, present = matrices(members, int(width))
+        stats, group_fingerprints = _reduce_group(
+            left, right, counts, fields, present, sizes[members]
+        )
         rows[members] = _to_float32(stats)
         fingerprints[members] = group_fingerprints
     return rows, fingerprints
@@ -336,25 +377,36 @@ def _width_class(sizes: np.ndarray) -> np.ndarray:
     return np.where(sizes <= 64, sizes, -(-sizes // step) * step)
 
 
-def _reduce_group(
+def _stacked(
     records: list[HistogramRecord], sizes: np.ndarray, width: int
-) -> tuple[np.ndarray, np.ndarray]:
-    count = len(records)
-    uniform = bool((sizes == width).all())
-    if uniform:  # the common case (TF2's 30 buckets): one C-level stack per array
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The records' buckets as zero-padded ``[B, width]`` matrices."""
+    if bool((sizes == width).all()):  # the common case (TF2's 30 buckets): one C-level stack
         left = np.stack([r.left for r in records]).astype(np.float64, copy=False)
         right = np.stack([r.right for r in records]).astype(np.float64, copy=False)
         counts = np.stack([r.counts for r in records]).astype(np.float64, copy=False)
-    else:
-        left, right, counts = (np.zeros((count, width)) for _ in range(3))
-        for i, record in enumerate(records):
-            size = record.counts.size
-            left[i, :size] = record.left
-            right[i, :size] = record.right
-            counts[i, :size] = record.counts
-    fields, present = _proto_fields(records)
+        return left, right, counts
+    left, right, counts = (np.zeros((len(records), width)) for _ in range(3))
+    for i, record in enumerate(records):
+        size = record.counts.size
+        left[i, :size] = record.left
+        right[i, :size] = record.right
+        counts[i, :size] = record.counts
+    return left, right, counts
+
+
+def _reduce_group(
+    left: np.ndarray,
+    right: np.ndarray,
+    counts: np.ndarray,
+    fields: np.ndarray,
+    present: np.ndarray,
+    sizes: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Statistics (float64) and fingerprints of one width group's zero-padded matrices."""
+    count, width = left.shape
     fingerprints = _fingerprints(left, right, counts, fields, sizes)
-    if not uniform:
+    if not bool((sizes == width).all()):
         padding = np.arange(width)[None, :] >= sizes[:, None]
         last_edge = right[np.arange(count), np.maximum(sizes - 1, 0)][:, None]
         left = np.where(padding, last_edge, left)
