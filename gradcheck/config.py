@@ -64,6 +64,13 @@ class Config:
     vanishing: AUTOTRAINER's beta_1 = 1e-3 for the first/last-layer gradient ratio. Per-element
     RMS (not the norm) so that tensor size does not matter; sparse gradients are measured on
     their non-zero part."""
+    vanish_depth_ratio_stalled: float = 1e-2
+    """While the training loss stalls (see ``loss_stalled_ratio``), two orders of magnitude
+    below the largest layer already count: AUTOTRAINER only flags a vanishing gradient while
+    training does not converge, and a stalled loss is the symptom the gap explains. Healthy
+    runs in the calibration zoo keep every layer above 1e-2 of the largest."""
+    loss_stalled_ratio: float = 0.9
+    """The training loss has stalled when its late level is above 90% of its early level."""
     vanish_absolute: float = 1e-7
     """Gradient RMS below this, both early and typically, is vanishing: SageMaker Debugger's
     ``vanishing_gradient`` rule and DeepDiagnosis use mean |g| < 1e-7 (RMS >= mean |g|, so this
@@ -115,7 +122,12 @@ class Config:
                 )
 
 
-_FRACTIONS = ("baseline_fraction", "clip_pinned_share", "vanish_depth_ratio")
+_FRACTIONS = (
+    "baseline_fraction",
+    "clip_pinned_share",
+    "vanish_depth_ratio",
+    "vanish_depth_ratio_stalled",
+)
 _PATTERN_KEYS = ("grad_pattern", "weight_pattern", "fail_on")
 
 

@@ -383,10 +383,8 @@ def _sibling_is_healthy(parameter: Parameter, context: RunContext) -> bool:
     config = context.config
     for sibling in hints.sibling_weights(parameter.name):
         level = context.levels.get(sibling, float("nan"))
-        if (
-            level >= config.vanish_absolute
-            and level >= config.vanish_depth_ratio * context.largest_level
-        ):
+        floor = max(config.vanish_absolute, depth_threshold(context)[0] * context.largest_level)
+        if level >= floor:
             return True
     return False
 
@@ -429,12 +427,18 @@ def _vanishing_depth(parameter: Parameter, context: RunContext) -> Finding | Non
     if context.largest_name == parameter.name or not largest > 0:
         return None
     ratio = level / largest
-    threshold = context.config.vanish_depth_ratio
+    threshold, stalled = depth_threshold(context)
     if not ratio < threshold:
         return None
+    why = (
+        f" while the loss stalled ({context.loss_tag} at {fmt(context.loss_ratio or 1.0)}x its "
+        "early value)"
+        if stalled
+        else ""
+    )
     evidence = (
         f"gradient RMS {fmt(level)} (median over steps) is {fmt(ratio)} of the largest in the "
-        f"run ({context.largest_name}: {fmt(largest)}), below the {fmt(threshold)} threshold"
+        f"run ({context.largest_name}: {fmt(largest)}), below the {fmt(threshold)} threshold{why}"
     )
     return Finding(
         "vanishing",
@@ -443,6 +447,15 @@ def _vanishing_depth(parameter: Parameter, context: RunContext) -> Finding | Non
         evidence,
         hints.vanishing_hint("depth", _where(parameter, context)),
     )
+
+
+def depth_threshold(context: RunContext) -> tuple[float, bool]:
+    """The depth ratio below which a gradient is vanishing, and whether the loss stalled."""
+    config = context.config
+    ratio = context.loss_ratio
+    if ratio is not None and ratio > config.loss_stalled_ratio:
+        return config.vanish_depth_ratio_stalled, True
+    return config.vanish_depth_ratio, False
 
 
 def _vanishing_decay(parameter: Parameter, context: RunContext) -> Finding | None:

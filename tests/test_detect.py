@@ -463,3 +463,14 @@ def test_downsampled_trend_keeps_peaks_and_nan() -> None:
     trend = downsample(values, points=10)
     assert len(trend) == 10 and trend[1] == 50.0 and math.isnan(trend[9])
     assert downsample(np.array([1.0, 2.0])) == (1.0, 2.0)
+
+
+def test_a_hundredfold_depth_gap_is_vanishing_only_while_the_loss_stalls() -> None:
+    series = healthy_mlp()
+    series["fc0.weight/grad"] = gaussian(2e-4, seed=20)  # 4e-3 of fc2's gradient
+    learning = analyze(series, scalars={"loss": lambda s: 2.0 / (1 + s)})
+    assert layer(learning, "fc0.weight").verdict == "ok"
+    stalled = analyze(series, scalars={"loss": lambda s: 1.38 + 0.01 * math.cos(s)})
+    result = layer(stalled, "fc0.weight")
+    assert result.verdict == "vanishing"
+    assert "0.01 threshold while the loss stalled" in result.evidence
