@@ -2,7 +2,7 @@
 
 ``analyze_run`` pairs the run's series into parameters (:mod:`gradcheck.tags`), derives their
 signals (:mod:`gradcheck.signals`), measures the run as a whole (largest gradient, loss,
-weight movements, clipping), applies one rule per verdict (:mod:`gradcheck.verdicts`) and
+weight movements, clipping), applies one rule per verdict (:mod:`gradcheck.rules`) and
 ranks the results: NaN above exploding above vanishing above static, and within a kind by how
 far past its threshold. A parameter's verdict is its most severe flag.
 """
@@ -20,17 +20,7 @@ from gradcheck import hints
 from gradcheck.clipping import GlobalNorm, clip_info, downsample, global_norms, pinned_ceiling
 from gradcheck.config import DEFAULT_CONFIG, Config
 from gradcheck.model import VERDICTS, LayerResult, RunReport, Verdict
-from gradcheck.series import RunData, ScalarSeries
-from gradcheck.signals import (
-    Movement,
-    Parameter,
-    before,
-    movement,
-    parameter_signals,
-    run_weight_spread,
-)
-from gradcheck.tags import DEFAULT_RULES, TagRules, pair_parameters, scalar_role, training_loss_rank
-from gradcheck.verdicts import (
+from gradcheck.rules import (
     Finding,
     RunContext,
     early_and_late,
@@ -42,6 +32,16 @@ from gradcheck.verdicts import (
     gradient_level,
     rank_nan,
 )
+from gradcheck.series import RunData, ScalarSeries
+from gradcheck.signals import (
+    Movement,
+    Parameter,
+    before,
+    movement,
+    parameter_signals,
+    run_weight_spread,
+)
+from gradcheck.tags import DEFAULT_RULES, TagRules, pair_parameters, scalar_role, training_loss_rank
 
 __all__ = ["DEFAULT_CONFIG", "analyze_run"]
 

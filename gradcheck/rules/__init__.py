@@ -1,0 +1,20 @@
+"""One rule per verdict: a parameter's signals and the run's context -> a finding or None."""
+
+from gradcheck.rules.base import Finding, RunContext, early_and_late, gradient_level
+from gradcheck.rules.exploding import find_exploding, grad_to_weight
+from gradcheck.rules.nan import find_nan, rank_nan
+from gradcheck.rules.static import find_static
+from gradcheck.rules.vanishing import find_vanishing
+
+__all__ = [
+    "Finding",
+    "RunContext",
+    "early_and_late",
+    "find_exploding",
+    "find_nan",
+    "find_static",
+    "find_vanishing",
+    "grad_to_weight",
+    "gradient_level",
+    "rank_nan",
+]

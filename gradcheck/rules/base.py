@@ -1,0 +1,98 @@
+"""What every verdict rule shares: the finding, the run's context, severity and baselines.
+
+Each finding carries its severity (``base`` of its kind plus up to 0.99 for how far beyond the
+threshold it is, on a log scale), its first bad step, one sentence of evidence with the
+measured numbers and the threshold they crossed, the hint, and numbers for the report.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gradcheck.config import Config
+from gradcheck.model import Verdict
+from gradcheck.signals import Movement, Parameter
+
+BASE_SEVERITY: Mapping[Verdict, float] = {
+    "nan": 4.0,
+    "exploding": 3.0,
+    "vanishing": 2.0,
+    "static": 1.0,
+    "ok": 0.0,
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    verdict: Verdict
+    severity: float
+    first_bad_step: int | None
+    evidence: str
+    hint: str
+    numbers: Mapping[str, float | int | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What the rules need to know about the run as a whole."""
+
+    config: Config
+    parameter_count: int
+    largest_level: float  # largest median gradient RMS of any parameter
+    largest_name: str
+    largest_early_level: float  # largest early-baseline gradient RMS of any parameter
+    typical_weight_rms: float  # median early weight RMS over the run's parameters
+    median_decay: float  # median late/early gradient ratio over the run's parameters
+    loss_tag: str | None
+    loss_steps: np.ndarray  # the training loss (empty without one)
+    loss_values: np.ndarray
+    loss_ratio: float | None  # late/early training loss (None when unusable)
+    loss_nan_step: int | None
+    last_step: int | None
+    movements: Mapping[str, Movement]
+    levels: Mapping[str, float]  # median gradient RMS per parameter (NaN without a gradient)
+    clip_ceiling: float | None  # the global norm is pinned here: clipping holds it
+    moving_stats_moved: Mapping[str, bool] = field(default_factory=dict)
+    """BatchNorm layer -> whether its moving statistics moved (layers that logged them)."""
+
+
+def severity(verdict: Verdict, excess: float) -> float:
+    """``base + min(0.99, log10(excess) / 10)``: excess is how many times past the threshold."""
+    extra = 0.0 if not excess > 1 else min(0.99, math.log10(excess) / 10)
+    return BASE_SEVERITY[verdict] + extra
+
+
+def fmt(value: float) -> str:
+    """A number for evidence: 3 significant digits, scientific when far from 1."""
+    if value is None or not math.isfinite(value):
+        return str(value)
+    if value == 0 or 1e-3 <= abs(value) < 1e4:
+        return f"{value:.3g}"
+    return f"{value:.2e}"
+
+
+def baseline_size(count: int, config: Config) -> int:
+    """How many early finite values form the baseline: 10% of them, at least 3, at most 20."""
+    return max(1, min(count, max(3, min(20, math.ceil(config.baseline_fraction * count)))))
+
+
+def early_and_late(values: np.ndarray, config: Config) -> tuple[float, float, np.ndarray]:
+    """Median of the first and of the last baseline-sized groups of finite values."""
+    finite = np.flatnonzero(np.isfinite(values))
+    if finite.size == 0:
+        return float("nan"), float("nan"), finite
+    size = baseline_size(finite.size, config)
+    early = float(np.median(values[finite[:size]]))
+    late = float(np.median(values[finite[-size:]]))
+    return early, late, finite
+
+
+def gradient_level(parameter: Parameter) -> float:
+    """Median per-element gradient RMS over the logged steps (NaN without a gradient)."""
+    if parameter.gradient is None or not np.isfinite(parameter.gradient.rms).any():
+        return float("nan")
+    return float(np.nanmedian(parameter.gradient.rms))

@@ -1,0 +1,149 @@
+"""vanishing: a gradient far below the run's largest (depth-relative), absolutely tiny, or
+decaying by orders of magnitude further than the training loss."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradcheck import hints
+from gradcheck.rules.base import (
+    Finding,
+    RunContext,
+    early_and_late,
+    fmt,
+    gradient_level,
+    severity,
+)
+from gradcheck.signals import Parameter
+
+
+def find_vanishing(parameter: Parameter, context: RunContext) -> Finding | None:
+    """Gradient far below the run's largest, absolutely tiny, or decaying far past the loss."""
+    gradient = parameter.gradient
+    if gradient is None or not np.isfinite(gradient.rms).any():
+        return None
+    if _sibling_is_healthy(parameter, context):
+        return None
+    candidates = [
+        f
+        for f in (
+            _vanishing_absolute(parameter, context),
+            _vanishing_depth(parameter, context),
+            _vanishing_decay(parameter, context),
+        )
+        if f is not None
+    ]
+    return max(candidates, key=lambda f: f.severity) if candidates else None
+
+
+def _sibling_is_healthy(parameter: Parameter, context: RunContext) -> bool:
+    """A bias whose layer's weight gets a healthy gradient is not vanishing: a bias feeding a
+    BatchNorm gets ~zero gradient by design (the normalisation removes it)."""
+    config = context.config
+    for sibling in hints.sibling_weights(parameter.name):
+        level = context.levels.get(sibling, float("nan"))
+        floor = max(config.vanish_absolute, depth_threshold(context)[0] * context.largest_level)
+        if level >= floor:
+            return True
+    return False
+
+
+def _first_below(parameter: Parameter, threshold: float) -> int:
+    gradient = parameter.gradient
+    assert gradient is not None
+    below = np.nan_to_num(gradient.rms, nan=np.inf) < threshold
+    return int(gradient.steps[np.argmax(below)]) if below.any() else int(gradient.steps[0])
+
+
+def _where(parameter: Parameter, context: RunContext) -> hints.Position:
+    return hints.position(parameter.tags.depth, context.parameter_count)
+
+
+def _vanishing_absolute(parameter: Parameter, context: RunContext) -> Finding | None:
+    assert parameter.gradient is not None
+    early, _, _ = early_and_late(parameter.gradient.rms, context.config)
+    level = gradient_level(parameter)
+    threshold = context.config.vanish_absolute
+    if not max(early, level) < threshold:
+        return None
+    evidence = (
+        f"gradient RMS {fmt(level)} (median; {fmt(early)} early) is below the absolute "
+        f"threshold {fmt(threshold)} (SageMaker Debugger / DeepDiagnosis)"
+    )
+    excess = threshold / max(level, 1e-300)
+    return Finding(
+        "vanishing",
+        severity("vanishing", excess),
+        _first_below(parameter, threshold),
+        evidence,
+        hints.vanishing_hint("absolute", _where(parameter, context)),
+    )
+
+
+def _vanishing_depth(parameter: Parameter, context: RunContext) -> Finding | None:
+    level = gradient_level(parameter)
+    largest = context.largest_level
+    if context.largest_name == parameter.name or not largest > 0:
+        return None
+    ratio = level / largest
+    threshold, stalled = depth_threshold(context)
+    if not ratio < threshold:
+        return None
+    why = (
+        f" while the loss stalled ({context.loss_tag} at {fmt(context.loss_ratio or 1.0)}x its "
+        "early value)"
+        if stalled
+        else ""
+    )
+    evidence = (
+        f"gradient RMS {fmt(level)} (median over steps) is {fmt(ratio)} of the largest in the "
+        f"run ({context.largest_name}: {fmt(largest)}), below the {fmt(threshold)} threshold{why}"
+    )
+    return Finding(
+        "vanishing",
+        severity("vanishing", threshold / max(ratio, 1e-300)),
+        _first_below(parameter, threshold * largest),
+        evidence,
+        hints.vanishing_hint("depth", _where(parameter, context)),
+    )
+
+
+def depth_threshold(context: RunContext) -> tuple[float, bool]:
+    """The depth ratio below which a gradient is vanishing, and whether the loss stalled."""
+    config = context.config
+    ratio = context.loss_ratio
+    if ratio is not None and ratio > config.loss_stalled_ratio:
+        return config.vanish_depth_ratio_stalled, True
+    return config.vanish_depth_ratio, False
+
+
+def _vanishing_decay(parameter: Parameter, context: RunContext) -> Finding | None:
+    assert parameter.gradient is not None
+    config = context.config
+    early, late, finite = early_and_late(parameter.gradient.rms, config)
+    if finite.size < 6 or not early > 0:
+        return None
+    decay = late / early
+    if context.loss_ratio is not None:
+        reference, against = context.loss_ratio, f"the loss fell to {fmt(context.loss_ratio)}x"
+    else:
+        reference, against = (
+            context.median_decay,
+            f"the run's median layer to {fmt(context.median_decay)}x",
+        )
+    limit = min(config.vanish_decay_factor, config.vanish_decay_excess * reference)
+    if not decay < limit:
+        return None
+    evidence = (
+        f"gradient RMS decayed to {fmt(decay)}x its early baseline {fmt(early)} while {against} "
+        f"(threshold {fmt(config.vanish_decay_factor)}x, and {fmt(config.vanish_decay_excess)}x "
+        "past the reference)"
+    )
+    return Finding(
+        "vanishing",
+        severity("vanishing", limit / max(decay, 1e-300)),
+        _first_below(parameter, early * config.vanish_decay_factor),
+        evidence,
+        hints.vanishing_hint("decay", _where(parameter, context)),
+        {"grad_decay_factor": decay},
+    )
