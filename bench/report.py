@@ -242,4 +242,15 @@ def render(
         f"python start-up {facts['python_startup_seconds']} s;"
         f" gradcheck start-up {facts.get('gradcheck_startup_seconds', '-')} s"
     )
+    lines.append(_code_line(facts.get("code_at_start", {}), facts.get("code_at_end", {})))
     return "\n".join(lines)
+
+
+def _code_line(start: Mapping[str, Any], end: Mapping[str, Any]) -> str:
+    """Which gradcheck was measured; a warning when it changed while the benchmark ran."""
+    line = f"gradcheck at commit {start.get('commit')}"
+    if start.get("uncommitted"):
+        line += f" plus {len(start['uncommitted'])} uncommitted file(s) under gradcheck/"
+    if end and end != start:
+        line += f"; CHANGED DURING THE RUN (commit {end.get('commit')} at the end)"
+    return line

@@ -221,6 +221,18 @@ def _startup(command: list[str], env: dict[str, str], scratch: Path) -> float:
     return round(statistics.median(runs), 3)
 
 
+def code_version() -> dict[str, object]:
+    """The commit being measured, and files under gradcheck/ that differ from it (the editable
+    install runs the working tree, so uncommitted changes are measured too)."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    changed = git("status", "--porcelain", "--", "gradcheck").splitlines()
+    return {"commit": git("rev-parse", "--short", "HEAD") or None, "uncommitted": changed}
+
+
 def environment_facts(env: dict[str, str], scratch: Path, help_text: str | None) -> dict:
     """What the numbers depend on: machine, versions, interpreter and gradcheck start-up."""
     from importlib.metadata import PackageNotFoundError, version
@@ -239,6 +251,7 @@ def environment_facts(env: dict[str, str], scratch: Path, help_text: str | None)
         "versions": versions,
         "unset": [name for name in UNSET_FOR_BENCHMARK if name in os.environ],
         "load_average_at_start": os.getloadavg(),
+        "code_at_start": code_version(),
         "python_startup_seconds": _startup([PYTHON, "-c", "pass"], env, scratch),
     }
     if help_text is not None:
@@ -307,6 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 infos[name], readers, args.repeats, scratch, env, args.timeout
             )
     facts["load_average_at_end"] = os.getloadavg()
+    facts["code_at_end"] = code_version()
     summary = report.summarise(results, infos)
     targets = report.evaluate_targets(summary)
     print(report.render(summary, targets, facts, args))
