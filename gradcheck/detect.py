@@ -151,9 +151,18 @@ def run_context(
         last_step=data.steps[1] if data.steps else None,
         movements=movements,
         levels=levels,
+        layer_levels=_layer_levels(finite_levels),
         clip_ceiling=ceilings[0] if ceilings else None,
         moving_stats_moved=_moving_stats_moved(movements, config),
     )
+
+
+def _layer_levels(levels: Mapping[str, float]) -> dict[str, float]:
+    layers: dict[str, float] = {}
+    for name, level in levels.items():
+        layer = hints.layer_of(name)
+        layers[layer] = max(layers.get(layer, level), level)
+    return layers
 
 
 def training_loss(data: RunData) -> ScalarSeries | None:

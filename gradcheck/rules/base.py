@@ -55,6 +55,7 @@ class RunContext:
     last_step: int | None
     movements: Mapping[str, Movement]
     levels: Mapping[str, float]  # median gradient RMS per parameter (NaN without a gradient)
+    layer_levels: Mapping[str, float]  # the largest level among each layer's parameters
     clip_ceiling: float | None  # the global norm is pinned here: clipping holds it
     moving_stats_moved: Mapping[str, bool] = field(default_factory=dict)
     """BatchNorm layer -> whether its moving statistics moved (layers that logged them)."""

@@ -59,16 +59,30 @@ def _where(parameter: Parameter, context: RunContext) -> hints.Position:
     return hints.position(parameter.tags.depth, context.parameter_count)
 
 
+def layer_level(parameter: Parameter, context: RunContext) -> float:
+    """The largest gradient level among the parameters of this one's layer (kernel, bias...):
+    a layer's parameters vanish together, so they get one verdict."""
+    own = gradient_level(parameter)
+    layer = context.layer_levels.get(hints.layer_of(parameter.name), own)
+    return max(own, layer) if np.isfinite(layer) else own
+
+
+def _layer_note(parameter: Parameter, level: float, context: RunContext) -> str:
+    layer = layer_level(parameter, context)
+    return "" if layer == level else f"; {fmt(layer)} for its layer's largest parameter"
+
+
 def _vanishing_absolute(parameter: Parameter, context: RunContext) -> Finding | None:
     assert parameter.gradient is not None
     early, _, _ = early_and_late(parameter.gradient.rms, context.config)
     level = gradient_level(parameter)
     threshold = context.config.vanish_absolute
-    if not max(early, level) < threshold:
+    if not max(early, layer_level(parameter, context)) < threshold:
         return None
     evidence = (
-        f"gradient RMS {fmt(level)} (median; {fmt(early)} early) is below the absolute "
-        f"threshold {fmt(threshold)} (SageMaker Debugger / DeepDiagnosis)"
+        f"gradient RMS {fmt(level)} (median; {fmt(early)} early"
+        f"{_layer_note(parameter, level, context)}) is below the absolute threshold "
+        f"{fmt(threshold)} (SageMaker Debugger / DeepDiagnosis)"
     )
     excess = threshold / max(level, 1e-300)
     return Finding(
@@ -85,7 +99,7 @@ def _vanishing_depth(parameter: Parameter, context: RunContext) -> Finding | Non
     largest = context.largest_level
     if context.largest_name == parameter.name or not largest > 0:
         return None
-    ratio = level / largest
+    ratio = layer_level(parameter, context) / largest
     threshold, stalled = depth_threshold(context)
     if not ratio < threshold:
         return None
@@ -96,8 +110,9 @@ def _vanishing_depth(parameter: Parameter, context: RunContext) -> Finding | Non
         else ""
     )
     evidence = (
-        f"gradient RMS {fmt(level)} (median over steps) is {fmt(ratio)} of the largest in the "
-        f"run ({context.largest_name}: {fmt(largest)}), below the {fmt(threshold)} threshold{why}"
+        f"gradient RMS {fmt(level)} (median over steps{_layer_note(parameter, level, context)})"
+        f" is {fmt(level / largest)} of the largest in the run ({context.largest_name}: "
+        f"{fmt(largest)}), below the {fmt(threshold)} threshold{why}"
     )
     return Finding(
         "vanishing",
