@@ -159,6 +159,13 @@ def cli() -> None:
 )
 @click.option("--grad-pattern", metavar="RE", help="Regex for gradient tags, group (?P<name>).")
 @click.option("--weight-pattern", metavar="RE", help="Regex for weight tags, group (?P<name>).")
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Processes reading event files (default: one per CPU; 1: no pool).",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @debug_option
 @click.pass_context
@@ -176,6 +183,7 @@ def analyze(
     config_path: str | None,
     grad_pattern: str | None,
     weight_pattern: str | None,
+    jobs: int | None,
     no_progress: bool,
 ) -> ExitStatus:
     """Judge every parameter of the runs under PATH... (event files or directories).
@@ -203,6 +211,7 @@ def analyze(
             run_glob=run_glob,
             steps=window,
             progress=progress,
+            jobs=jobs,
         )
     options = FormatOptions(env=env if output is None else Env(), top=top, show_all=show_all)
     _emit(_format_report(report, format_name, options), output, env)

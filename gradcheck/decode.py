@@ -64,7 +64,7 @@ class EventDecoder:
 
     def __init__(self, run: str) -> None:
         self.run = run
-        self._plugin_by_tag: dict[str, str] = {}
+        self.plugin_by_tag: dict[str, str] = {}
 
     def decode(self, payload: bytes, file: str, offset: int) -> Decoded:
         """Decode one payload; raise ``UndecodableEvent`` when it is not an Event."""
@@ -121,9 +121,9 @@ class EventDecoder:
         if value.HasField("metadata"):
             name = value.metadata.plugin_data.plugin_name
             if name:
-                self._plugin_by_tag[value.tag] = name
+                self.plugin_by_tag[value.tag] = name
                 return name
-        return self._plugin_by_tag.get(value.tag)
+        return self.plugin_by_tag.get(value.tag)
 
 
 def _blob_field(payload: bytes) -> str | None:
@@ -174,17 +174,27 @@ def _histo_record(
 
 
 def _first_left_edge(minimum: float, first_right: float, first_count: float) -> float:
-    """Left edge of a ``HistogramProto``'s first bucket, which the proto does not store.
+    """Left edge of a ``HistogramProto``'s first bucket (see :func:`first_left_edges`)."""
+    return float(first_left_edges(np.float64(minimum), first_right, first_count))
+
+
+def first_left_edges(
+    minimum: np.ndarray | np.floating[Any],
+    first_right: np.ndarray | float,
+    first_count: np.ndarray | float,
+) -> np.ndarray:
+    """Left edges of ``HistogramProto`` first buckets, which the proto does not store.
 
     The proto's ``min`` when it lies at or below the first right edge. TF1 and PyTorch start
     with an *empty* bucket whose right edge is below ``min`` (the collapsed run of empty buckets
     before the data): it becomes zero-width at its right edge, so no infinite or NaN edge
     reaches arithmetic (a NaN ``min`` stays visible in ``record.min``). A non-empty first
     bucket with ``min`` above it means ``min`` was not written (proto3 reads it as 0): ``-inf``.
+    Element-wise, for both readers (one record here, a batch in ``gradcheck.fastpath``).
     """
-    if minimum <= first_right:
-        return minimum
-    return first_right if first_count == 0 else -np.inf
+    with np.errstate(invalid="ignore"):
+        below = minimum <= first_right
+    return np.where(below, minimum, np.where(first_count == 0, first_right, -np.inf))
 
 
 def _tensor_histogram(

@@ -15,6 +15,7 @@ costs little next to protobuf parsing.
 
 from __future__ import annotations
 
+import mmap
 import struct
 import warnings
 from collections.abc import Iterator
@@ -88,7 +89,8 @@ class Window:
     def fill(self, pos: int, needed: int) -> int:
         """Drop the bytes before ``pos`` and read until ``needed`` bytes follow it (or EOF).
 
-        Returns the new index of ``pos`` (always 0). Reads at least one chunk when it reads.
+        Returns the new index of ``pos`` (0 here; a window over a whole mapped file keeps its
+        indexes). Reads at least one chunk when it reads.
         """
         kept = self.data[pos:]
         self.base += pos
@@ -103,6 +105,19 @@ class Window:
             have += len(chunk)
         self.data = b"".join(parts) if len(parts) > 1 else kept
         return 0
+
+
+class MappedWindow(Window):
+    """A window over a whole file mapped in memory: nothing to read, indexes never move."""
+
+    def __init__(self, stream: BinaryIO, data: mmap.mmap) -> None:
+        super().__init__(stream, 0)
+        self.mapped = data
+        self.data = data  # type: ignore[assignment]
+        self.eof = True
+
+    def fill(self, pos: int, needed: int) -> int:
+        return pos
 
 
 def iter_frames(
@@ -131,8 +146,9 @@ def frame_at(window: Window, pos: int) -> tuple[list[Frame | FrameDamage], int]:
     if len(data) - pos < HEADER_SIZE:
         pos = window.fill(pos, HEADER_SIZE)
         data = window.data
-        if len(data) < HEADER_SIZE:
-            return ([_tail(window.base, len(data), "a record header")] if data else []), -1
+        left = len(data) - pos
+        if left < HEADER_SIZE:
+            return ([_tail(window.base + pos, left, "a record header")] if left else []), -1
     length, length_crc = _HEADER.unpack_from(data, pos)
     if masked_crc32c(data[pos : pos + 8]) != length_crc or length > MAX_PLAUSIBLE_LENGTH:
         damage, pos = _resync(window, pos)
@@ -141,9 +157,10 @@ def frame_at(window: Window, pos: int) -> tuple[list[Frame | FrameDamage], int]:
     if end > len(data):
         pos = window.fill(pos, end - pos)
         data = window.data
-        end = HEADER_SIZE + length + FOOTER_SIZE
+        end = pos + HEADER_SIZE + length + FOOTER_SIZE
         if end > len(data):
-            return [_tail(window.base, len(data), f"a record of {length} payload bytes")], -1
+            what = f"a record of {length} payload bytes"
+            return [_tail(window.base + pos, len(data) - pos, what)], -1
     payload = data[pos + HEADER_SIZE : end - FOOTER_SIZE]
     if masked_crc32c(payload) == _FOOTER.unpack_from(data, end - FOOTER_SIZE)[0]:
         return [Frame(window.base + pos, payload)], end
@@ -192,7 +209,7 @@ def _resync(window: Window, start: int) -> tuple[FrameDamage, int]:
             damage = FrameDamage(
                 damage_offset,
                 "bad_length_crc",
-                window.base - damage_offset,
+                window.base + pos - damage_offset,
                 "length CRC mismatch: bytes skipped up to the next verifiable record",
             )
             return damage, pos
@@ -234,8 +251,9 @@ def _record_check(window: Window, pos: int) -> Literal["good", "tail", "bad"]:
         return "bad"
     end = pos + HEADER_SIZE + length + FOOTER_SIZE
     if end > len(data):
-        window.data = data + _read_exactly(window, end - len(data))
-        data = window.data
+        if not window.eof:
+            window.data = data + _read_exactly(window, end - len(data))
+            data = window.data
         if end > len(data):
             return "tail"
     payload = data[pos + HEADER_SIZE : end - FOOTER_SIZE]

@@ -1,8 +1,8 @@
 """The analysis pipeline: paths -> runs -> records -> per-file series -> run verdicts -> Report.
 
 ``analyze`` is what ``gradcheck analyze`` runs, and what a notebook can call. Each event file
-is reduced on its own by :func:`reduce_file` (module level and picklable, so a process pool can
-map it over files), the parts of a run are merged in file order, and the merged series are
+is reduced on its own by :func:`gradcheck.parts.reduce_file` (on every core: see
+``gradcheck.parallel``), the parts of a run are merged in file order, and the merged series are
 judged by ``detect.analyze_run``. The step window is applied to the records before any
 statistic, so verdicts are about that window; the layer glob only filters what is reported.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from gradcheck import __version__
 from gradcheck.config import DEFAULT_CONFIG, Config
@@ -21,32 +21,20 @@ from gradcheck.discover import discover
 from gradcheck.errors import InputError
 from gradcheck.model import (
     FileInfo,
-    HistogramRecord,
-    Record,
     Report,
     Run,
     RunReport,
-    ScalarRecord,
 )
-from gradcheck.reader import read_file
-from gradcheck.series import RunData, merge, reduce_records
+from gradcheck.parallel import read_files
+from gradcheck.parts import FilePart as FilePart
+from gradcheck.parts import reduce_file as reduce_file
+from gradcheck.series import merge
 from gradcheck.steps import StepWindow
 from gradcheck.storage import file_size
 from gradcheck.tags import DEFAULT_RULES, TagRules
 
 ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(bytes_done, bytes_total)`` while event files are read."""
-
-PROGRESS_EVERY = 256  # records between two progress reports within a file (cheap: rich throttles)
-
-
-@dataclass(frozen=True)
-class FilePart:
-    """What one event file contributed: its reduced series and how many values were read."""
-
-    data: RunData
-    values_read: int  # histogram and scalar values decoded from the file
-    values_kept: int  # of those, values inside the step window
 
 
 def analyze(
@@ -58,8 +46,11 @@ def analyze(
     run_glob: str | None = None,
     steps: StepWindow | None = None,
     progress: ProgressCallback | None = None,
+    jobs: int | None = None,
 ) -> Report:
     """Analyse the event files under ``paths`` and return the report of every run.
+
+    ``jobs``: processes reading files in parallel (None: one per CPU; 1: no pool).
 
     Raises ``InputError`` for a missing path, no event file, no run or parameter matching the
     globs, or when no histogram or scalar can be read at all (exit status 2 in the CLI).
@@ -67,11 +58,10 @@ def analyze(
     window = steps if steps is not None else StepWindow()
     runs = select_runs(discover(paths), run_glob)
     tracker = _ProgressTracker(runs, progress)
-    # The map step: one independent task per file (a process pool can take it over).
-    parts_by_run = [
-        [reduce_file(path, run.path, window, tracker.reporter()) for path in run.files]
-        for run in runs
-    ]
+    # The map step: one independent task per file (or byte range of a big file).
+    files = [(path, run.path) for run in runs for path in run.files]
+    parts = iter(read_files(files, window, tracker, jobs))
+    parts_by_run = [[next(parts) for _ in run.files] for run in runs]
     tracker.finish()
     _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
     reports = [
@@ -90,45 +80,6 @@ def analyze_parts(
     if not any(part.values_kept for part in parts):
         warnings += ("no histogram or scalar could be read in this run",)
     return replace(report, run=run.path, warnings=warnings)
-
-
-def reduce_file(
-    path: str, run: str, window: StepWindow, on_offset: Callable[[int], None] | None = None
-) -> FilePart:
-    """Read one event file, keep the values inside ``window``, reduce them to series."""
-    counter = _ValueCounter()
-    records = counter.count(read_file(path, run), window)
-    if on_offset is not None:
-        records = _report_offsets(records, on_offset)
-    data = reduce_records(records)
-    return FilePart(data=data, values_read=counter.read, values_kept=counter.kept)
-
-
-class _ValueCounter:
-    """Counts values as they stream past and drops those outside the step window."""
-
-    def __init__(self) -> None:
-        self.read = 0
-        self.kept = 0
-
-    def count(self, records: Iterable[Record], window: StepWindow) -> Iterator[Record]:
-        for record in records:
-            if isinstance(record, (HistogramRecord, ScalarRecord)):
-                self.read += 1
-                if not window.contains(record.step):
-                    continue
-                self.kept += 1
-            yield record
-
-
-def _report_offsets(
-    records: Iterable[Record], on_offset: Callable[[int], None]
-) -> Iterator[Record]:
-    """Pass records through, reporting the byte offset reached every ``PROGRESS_EVERY``."""
-    for number, record in enumerate(records, 1):
-        if number % PROGRESS_EVERY == 0 and hasattr(record, "offset"):
-            on_offset(record.offset)
-        yield record
 
 
 class _ProgressTracker:
@@ -150,6 +101,12 @@ class _ProgressTracker:
         self._file += 1
         self._progress(self._finished, self._total)
         return self._at_offset
+
+    def advance(self, size: int) -> None:
+        """A part of ``size`` bytes was read (by a pool worker, which does not report offsets)."""
+        self._finished += size
+        if self._progress is not None:
+            self._progress(min(self._finished, self._total), self._total)
 
     def finish(self) -> None:
         """Report that every byte has been read."""

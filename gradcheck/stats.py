@@ -327,20 +327,20 @@ def _percentiles(
 ) -> np.ndarray:
     """``[B, len(PERCENTILES)]`` by linear interpolation inside the bucket holding each rank.
 
-    One ``searchsorted`` for the whole batch: each row's cumulative share lies in [0, 1], so
-    offsetting row ``i`` by ``2 i`` makes the batch one sorted array.
+    The bucket holding a level is the number of cumulative shares below it (what
+    ``searchsorted(side="left")`` finds), counted for the whole batch at once and exactly, so
+    that a histogram's statistics never depend on the other histograms of its batch.
     """
     batch, width = counts.shape
     share = np.cumsum(counts, axis=1) / np.where(total > 0, total, 1.0)[:, None]
-    offsets = 2.0 * np.arange(batch)
     levels = np.array(PERCENTILES) / 100.0
-    targets = (offsets[:, None] + levels[None, :]).ravel()
-    flat = np.searchsorted((share + offsets[:, None]).ravel(), targets, side="left")
+    targets = np.tile(levels, batch)
+    below_level = (share[:, :, None] < levels[None, None, :]).sum(axis=1)
     rows = np.repeat(np.arange(batch), levels.size)
-    bucket = np.clip(flat - rows * width, 0, width - 1)
+    bucket = np.clip(below_level.ravel(), 0, width - 1)
     inside = counts[rows, bucket]
     below = share[rows, bucket] - inside / np.repeat(np.where(total > 0, total, 1.0), levels.size)
-    fraction = np.where(inside > 0, (targets - offsets[rows] - below) * total[rows] / inside, 0.0)
+    fraction = np.where(inside > 0, (targets - below) * total[rows] / inside, 0.0)
     low, high = lo[rows, bucket], hi[rows, bucket]
     result = (low + np.clip(fraction, 0.0, 1.0) * (high - low)).reshape(batch, levels.size)
     result = np.clip(result, vmin[:, None], vmax[:, None])

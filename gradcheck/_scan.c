@@ -1,0 +1,1514 @@
+/* gradcheck._scan: the hot path of reading event files, in C.
+ *
+ * A Scanner walks a buffer of TFRecords: framing, both masked CRC32C checks, and a minimal
+ * protobuf decode of exactly the Event fields gradcheck reads. It writes one row per histogram
+ * or scalar value into caller-provided column buffers (numpy arrays), so Python handles whole
+ * batches with numpy instead of one object per record. It also places values (index among the
+ * values of a tag at one step, restarts, Keras 3 collisions) with the same rules as
+ * gradcheck/reader.py, which stays the reference.
+ *
+ * Anything unusual is not decoded here: the scan stops and reports why (damage, a record it does
+ * not fully understand, the end of the buffer), and Python's reference code handles that record
+ * with the same state. Every read is bounds-checked against the buffer, whatever the bytes.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* CRC32C: SSE4.2 instruction when the CPU has it, slicing-by-8 tables otherwise                */
+/* ------------------------------------------------------------------------------------------ */
+
+static uint32_t crc_table[8][256];
+static int have_sse42 = 0;
+
+static void crc_init(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][n] = (crc_table[t - 1][n] >> 8) ^ crc_table[0][crc_table[t - 1][n] & 0xFF];
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    have_sse42 = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+static uint32_t crc_sw(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                           (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
+                      (uint32_t)p[7] << 24;
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
+            crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^
+            crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xFF];
+    return c ^ 0xFFFFFFFFu;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(const uint8_t *p, size_t n)
+{
+    uint64_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        c = __builtin_ia32_crc32di(c, word);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32 ^ 0xFFFFFFFFu;
+}
+#endif
+
+static uint32_t crc32c(const uint8_t *p, size_t n)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (have_sse42)
+        return crc_hw(p, n);
+#endif
+    return crc_sw(p, n);
+}
+
+static uint32_t masked_crc(const uint8_t *p, size_t n)
+{
+    uint32_t c = crc32c(p, n);
+    return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static uint64_t load_u64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static uint32_t load_u32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+#else
+static uint64_t load_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static uint32_t load_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+#endif
+
+static double load_f64(const uint8_t *p)
+{
+    uint64_t bits = load_u64(p);
+    double v;
+    memcpy(&v, &bits, 8);
+    return v;
+}
+
+static float load_f32(const uint8_t *p)
+{
+    uint32_t bits = load_u32(p);
+    float v;
+    memcpy(&v, &bits, 4);
+    return v;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Protobuf wire format                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const uint8_t *p;
+    Py_ssize_t n;
+} Span;
+
+/* Read a varint at *pp (< end). 0 on success; -1 when cut off or longer than 10 bytes. */
+static int read_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
+{
+    const uint8_t *p = *pp;
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (p >= end)
+            return -1;
+        uint8_t b = *p++;
+        if (shift == 63 && b > 1)
+            return -1; /* overflows 64 bits: leave it to the reference decoder */
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            *pp = p;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* One field: number, wire type and where its value lies. 0 ok, -1 malformed. */
+typedef struct {
+    uint32_t number;
+    int wire;
+    uint64_t varint; /* wire 0 */
+    const uint8_t *data; /* wire 1 (8 bytes), 2 (len bytes), 5 (4 bytes) */
+    Py_ssize_t len;
+} Field;
+
+static int next_field(const uint8_t **pp, const uint8_t *end, Field *f)
+{
+    uint64_t key;
+    if (read_varint(pp, end, &key) < 0)
+        return -1;
+    if ((key >> 3) == 0 || (key >> 3) > 0x1FFFFFFF)
+        return -1;
+    f->number = (uint32_t)(key >> 3);
+    f->wire = (int)(key & 7);
+    const uint8_t *p = *pp;
+    switch (f->wire) {
+    case 0:
+        if (read_varint(pp, end, &f->varint) < 0)
+            return -1;
+        return 0;
+    case 1:
+        if (end - p < 8)
+            return -1;
+        f->data = p;
+        f->len = 8;
+        *pp = p + 8;
+        return 0;
+    case 5:
+        if (end - p < 4)
+            return -1;
+        f->data = p;
+        f->len = 4;
+        *pp = p + 4;
+        return 0;
+    case 2: {
+        uint64_t len;
+        if (read_varint(pp, end, &len) < 0)
+            return -1;
+        p = *pp;
+        if (len > (uint64_t)(end - p))
+            return -1;
+        f->data = p;
+        f->len = (Py_ssize_t)len;
+        *pp = p + len;
+        return 0;
+    }
+    default:
+        return -1; /* groups and invalid wire types */
+    }
+}
+
+/* Strict UTF-8 check (no overlongs, surrogates or code points above U+10FFFF), as protobuf
+ * checks proto3 strings. */
+static int valid_utf8(const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int need;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            need = 1;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+            cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (n - i <= need)
+            return 0;
+        for (int k = 1; k <= need; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+        i += need + 1;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Parsed values of one Event (before anything is committed)                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+enum { V_NONE = 0, V_SIMPLE = 2, V_HISTO = 5, V_TENSOR = 8 };
+enum { DT_FLOAT = 1, DT_DOUBLE = 2 };
+/* Row kinds written to the ``kinds`` column. */
+enum { K_HISTO = 0, K_TENSOR_HIST = 1, K_SIMPLE = 2, K_TENSOR_SCALAR = 3 };
+/* Plugin codes. */
+enum { P_UNKNOWN = 0, P_HISTOGRAMS = 1, P_SCALARS = 2, P_OTHER = 3 };
+
+typedef struct {
+    int kind;
+    Span tag;
+    int has_metadata;
+    Span plugin; /* plugin_data.plugin_name, possibly empty */
+    float simple;
+    double hfields[5];
+    Span limits, buckets;
+    int64_t dtype;
+    int ndims;
+    int64_t dim0, dim1;
+    int all_ones, negative_dim;
+    Span content;
+    Py_ssize_t nfloat, ndouble;
+    float first_float;
+    double first_double;
+    /* resolved before commit */
+    Py_ssize_t tag_id;
+    int row_kind; /* -1: no row */
+    int pending;  /* tensor whose plugin is unknown, kept as a candidate (range scans) */
+    Py_ssize_t ndata;
+} Value;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tags and their placement state                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    int seen;
+    int64_t first_step;
+    int64_t last_step;
+    int64_t values_at_step;
+    int64_t restarts;
+} Steps;
+
+typedef struct {
+    PyObject *name; /* str */
+    char *bytes;
+    Py_ssize_t len;
+    uint64_t hash;
+    int plugin;
+    uint64_t plugin_generation;
+    Steps hist, scalar;
+    PyObject *first_count; /* element count of the index-0 histogram at the current step */
+    int collision_at_step;
+    PyObject *collecting; /* list of counts being filled for a collision notice, or NULL */
+    int reported;         /* a collision notice was given for this tag in this run */
+    int registered;       /* a collision of this tag waits for its notice */
+} Tag;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *plugins;    /* dict str -> str, shared with the Python decoder */
+    PyObject *tag_names;  /* list of str, by tag id */
+    PyObject *collisions; /* list of (tag, step, counts) registered in this file */
+    Tag *tags;
+    Py_ssize_t ntags, cap_tags;
+    Py_ssize_t *table; /* open addressing: tag id + 1, 0 empty */
+    Py_ssize_t table_size;
+    uint64_t plugin_generation;
+    int64_t run_restarts;
+    int keep_unknown; /* range scans: keep tensors of unknown plugin as pending rows */
+    /* tally since the last take_tally() */
+    int64_t records, events;
+    long whats, encodings;
+    PyObject *file_version, *writer;
+    Value *values;
+    Py_ssize_t cap_values;
+} Scanner;
+
+static uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static int table_grow(Scanner *s)
+{
+    Py_ssize_t size = s->table_size ? s->table_size * 2 : 256;
+    Py_ssize_t *table = PyMem_Calloc((size_t)size, sizeof(Py_ssize_t));
+    if (!table) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t id = 0; id < s->ntags; id++) {
+        Py_ssize_t slot = (Py_ssize_t)(s->tags[id].hash & (uint64_t)(size - 1));
+        while (table[slot])
+            slot = (slot + 1) & (size - 1);
+        table[slot] = id + 1;
+    }
+    PyMem_Free(s->table);
+    s->table = table;
+    s->table_size = size;
+    return 0;
+}
+
+/* The id of a tag's bytes, interning it (its str) when new. -1 with an exception set on
+ * error; -2 when the bytes are not valid UTF-8 (no exception). */
+static Py_ssize_t tag_id(Scanner *s, Span tag)
+{
+    uint64_t h = hash_bytes(tag.p, tag.n);
+    if (s->table_size) {
+        Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)(s->table_size - 1));
+        while (s->table[slot]) {
+            Tag *t = &s->tags[s->table[slot] - 1];
+            if (t->hash == h && t->len == tag.n && memcmp(t->bytes, tag.p, (size_t)tag.n) == 0)
+                return s->table[slot] - 1;
+            slot = (slot + 1) & (s->table_size - 1);
+        }
+    }
+    if (!valid_utf8(tag.p, tag.n))
+        return -2;
+    if ((s->ntags + 1) * 2 > s->table_size && table_grow(s) < 0)
+        return -1;
+    if (s->ntags == s->cap_tags) {
+        Py_ssize_t cap = s->cap_tags ? s->cap_tags * 2 : 64;
+        Tag *tags = PyMem_Realloc(s->tags, (size_t)cap * sizeof(Tag));
+        if (!tags) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->tags = tags;
+        s->cap_tags = cap;
+    }
+    PyObject *name = PyUnicode_DecodeUTF8((const char *)tag.p, tag.n, "strict");
+    if (!name)
+        return -1;
+    char *bytes = PyMem_Malloc((size_t)tag.n + 1);
+    if (!bytes) {
+        Py_DECREF(name);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(bytes, tag.p, (size_t)tag.n);
+    if (PyList_Append(s->tag_names, name) < 0) {
+        Py_DECREF(name);
+        PyMem_Free(bytes);
+        return -1;
+    }
+    Py_ssize_t id = s->ntags++;
+    Tag *t = &s->tags[id];
+    memset(t, 0, sizeof(Tag));
+    t->name = name;
+    t->bytes = bytes;
+    t->len = tag.n;
+    t->hash = h;
+    t->plugin_generation = (uint64_t)-1;
+    Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)(s->table_size - 1));
+    while (s->table[slot])
+        slot = (slot + 1) & (s->table_size - 1);
+    s->table[slot] = id + 1;
+    return id;
+}
+
+static int plugin_code_of(PyObject *name)
+{
+    if (PyUnicode_CompareWithASCIIString(name, "histograms") == 0)
+        return P_HISTOGRAMS;
+    if (PyUnicode_CompareWithASCIIString(name, "scalars") == 0)
+        return P_SCALARS;
+    return P_OTHER;
+}
+
+/* The plugin remembered for a tag (reads the shared dict after Python changed it). */
+static int remembered_plugin(Scanner *s, Tag *t)
+{
+    if (t->plugin_generation != s->plugin_generation) {
+        PyObject *name = PyDict_GetItemWithError(s->plugins, t->name);
+        if (!name && PyErr_Occurred())
+            return -1;
+        t->plugin = name && PyUnicode_Check(name) ? plugin_code_of(name) : P_UNKNOWN;
+        t->plugin_generation = s->plugin_generation;
+    }
+    return t->plugin;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Parsing (no side effects but tag interning)                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+#define FALLBACK 1 /* not for this decoder: the reference decoder reads the record */
+
+static int parse_plugin_data(Span m, Value *v)
+{
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    int seen = 0;
+    Field f;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0)
+            return FALLBACK;
+        if (f.number == 1 && f.wire == 2 && !(seen & 1)) {
+            if (!valid_utf8(f.data, f.len))
+                return FALLBACK;
+            v->plugin.p = f.data;
+            v->plugin.n = f.len;
+            seen |= 1;
+        } else if (f.number == 2 && f.wire == 2 && !(seen & 2)) {
+            seen |= 2; /* content: bytes */
+        } else {
+            return FALLBACK;
+        }
+    }
+    return 0;
+}
+
+static int parse_metadata(Span m, Value *v)
+{
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    int seen = 0;
+    Field f;
+    v->has_metadata = 1;
+    v->plugin.p = NULL;
+    v->plugin.n = 0;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0 || f.number > 4 || (seen & (1 << f.number)))
+            return FALLBACK;
+        seen |= 1 << f.number;
+        if (f.number == 1 && f.wire == 2) {
+            Span d = {f.data, f.len};
+            if (parse_plugin_data(d, v))
+                return FALLBACK;
+        } else if ((f.number == 2 || f.number == 3) && f.wire == 2) {
+            if (!valid_utf8(f.data, f.len))
+                return FALLBACK;
+        } else if (!(f.number == 4 && f.wire == 0)) {
+            return FALLBACK;
+        }
+    }
+    return 0;
+}
+
+static int parse_histo(Span m, Value *v)
+{
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    int seen = 0;
+    Field f;
+    memset(v->hfields, 0, sizeof(v->hfields));
+    v->limits.n = v->buckets.n = 0;
+    v->limits.p = v->buckets.p = NULL;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0 || f.number > 7 || (seen & (1 << f.number)))
+            return FALLBACK;
+        seen |= 1 << f.number;
+        if (f.number <= 5 && f.wire == 1) {
+            v->hfields[f.number - 1] = load_f64(f.data);
+        } else if (f.number >= 6 && f.wire == 2 && f.len % 8 == 0) {
+            Span d = {f.data, f.len};
+            if (f.number == 6)
+                v->limits = d;
+            else
+                v->buckets = d;
+        } else {
+            return FALLBACK; /* unpacked or odd encodings: the reference decoder */
+        }
+    }
+    if (v->limits.n != v->buckets.n || v->limits.n == 0)
+        return FALLBACK;
+    return 0;
+}
+
+static int parse_shape(Span m, Value *v)
+{
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    Field f;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0 || f.number != 2 || f.wire != 2)
+            return FALLBACK;
+        const uint8_t *q = f.data, *qend = f.data + f.len;
+        int64_t size = 0;
+        int seen = 0;
+        Field g;
+        while (q < qend) {
+            if (next_field(&q, qend, &g) < 0 || g.number != 1 || g.wire != 0 || seen)
+                return FALLBACK;
+            size = (int64_t)g.varint;
+            seen = 1;
+        }
+        if (v->ndims == 0)
+            v->dim0 = size;
+        else if (v->ndims == 1)
+            v->dim1 = size;
+        if (size != 1)
+            v->all_ones = 0;
+        if (size < 0)
+            v->negative_dim = 1;
+        if (++v->ndims > 64)
+            return FALLBACK;
+    }
+    return 0;
+}
+
+static int parse_tensor(Span m, Value *v)
+{
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    int seen = 0;
+    Field f;
+    v->dtype = 0;
+    v->ndims = 0;
+    v->dim0 = v->dim1 = 0;
+    v->all_ones = 1;
+    v->negative_dim = 0;
+    v->content.p = NULL;
+    v->content.n = 0;
+    v->nfloat = v->ndouble = 0;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0)
+            return FALLBACK;
+        if (f.number == 5 || f.number == 6) { /* float_val / double_val, packed or not */
+            int width = f.number == 5 ? 4 : 8;
+            Py_ssize_t count;
+            const uint8_t *first;
+            if (f.wire == 2 && f.len % width == 0) {
+                count = f.len / width;
+                first = f.data;
+            } else if ((width == 4 && f.wire == 5) || (width == 8 && f.wire == 1)) {
+                count = 1;
+                first = f.data;
+            } else {
+                return FALLBACK;
+            }
+            if (width == 4) {
+                if (v->nfloat == 0 && count)
+                    v->first_float = load_f32(first);
+                v->nfloat += count;
+            } else {
+                if (v->ndouble == 0 && count)
+                    v->first_double = load_f64(first);
+                v->ndouble += count;
+            }
+            continue;
+        }
+        if (f.number > 4 || (seen & (1 << f.number)))
+            return FALLBACK;
+        seen |= 1 << f.number;
+        if (f.number == 1 && f.wire == 0) {
+            v->dtype = (int64_t)f.varint;
+        } else if (f.number == 2 && f.wire == 2) {
+            Span d = {f.data, f.len};
+            if (parse_shape(d, v))
+                return FALLBACK;
+        } else if (f.number == 4 && f.wire == 2) {
+            v->content.p = f.data;
+            v->content.n = f.len;
+        } else {
+            return FALLBACK; /* version_number and anything else */
+        }
+    }
+    return 0;
+}
+
+static int parse_value(Scanner *s, Span m, Value *v)
+{
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    int seen = 0;
+    Field f;
+    memset(v, 0, sizeof(Value));
+    v->row_kind = -1;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0 || f.number > 9 || (seen & (1 << f.number)))
+            return FALLBACK;
+        seen |= 1 << f.number;
+        Span d = {f.data, f.len};
+        if (f.number == 1 && f.wire == 2) {
+            v->tag = d;
+        } else if (f.number == 2 && f.wire == 5) {
+            v->kind = V_SIMPLE;
+            v->simple = load_f32(f.data);
+        } else if (f.number == 5 && f.wire == 2) {
+            v->kind = V_HISTO;
+            if (parse_histo(d, v))
+                return FALLBACK;
+        } else if (f.number == 8 && f.wire == 2) {
+            v->kind = V_TENSOR;
+            if (parse_tensor(d, v))
+                return FALLBACK;
+        } else if (f.number == 9 && f.wire == 2) {
+            if (parse_metadata(d, v))
+                return FALLBACK;
+        } else {
+            return FALLBACK; /* images, audio, node_name, ...: the reference decoder */
+        }
+    }
+    if (((seen >> 2) & 1) + ((seen >> 5) & 1) + ((seen >> 8) & 1) > 1)
+        return FALLBACK; /* several members of the oneof */
+    if (v->kind == V_NONE)
+        return 0;
+    if (!v->tag.p)
+        v->tag.p = (const uint8_t *)"";
+    v->tag_id = tag_id(s, v->tag);
+    if (v->tag_id == -1)
+        return -1;
+    if (v->tag_id == -2)
+        return FALLBACK;
+    return 0;
+}
+
+typedef struct {
+    double wall_time;
+    int64_t step;
+    int what; /* 0 none, 3 file_version, 5 summary */
+    Span file_version, writer, summary;
+    Py_ssize_t nvalues;
+} Event;
+
+static int grow_values(Scanner *s, Py_ssize_t need)
+{
+    if (need <= s->cap_values)
+        return 0;
+    Py_ssize_t cap = s->cap_values ? s->cap_values : 16;
+    while (cap < need)
+        cap *= 2;
+    Value *values = PyMem_Realloc(s->values, (size_t)cap * sizeof(Value));
+    if (!values) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->values = values;
+    s->cap_values = cap;
+    return 0;
+}
+
+static int parse_source(Span m, Event *e)
+{
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    int seen = 0;
+    Field f;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0 || f.number != 1 || f.wire != 2 || seen)
+            return FALLBACK;
+        if (!valid_utf8(f.data, f.len))
+            return FALLBACK;
+        e->writer.p = f.data;
+        e->writer.n = f.len;
+        seen = 1;
+    }
+    return 0;
+}
+
+static int parse_event(Scanner *s, const uint8_t *payload, Py_ssize_t n, Event *e)
+{
+    const uint8_t *p = payload, *end = payload + n;
+    int seen = 0;
+    Field f;
+    memset(e, 0, sizeof(Event));
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0 || f.number > 10 || (seen & (1 << f.number)))
+            return FALLBACK;
+        seen |= 1 << f.number;
+        Span d = {f.data, f.len};
+        if (f.number == 1 && f.wire == 1) {
+            e->wall_time = load_f64(f.data);
+        } else if (f.number == 2 && f.wire == 0) {
+            e->step = (int64_t)f.varint;
+        } else if (f.number == 3 && f.wire == 2) {
+            if (!valid_utf8(f.data, f.len))
+                return FALLBACK;
+            e->what = 3;
+            e->file_version = d;
+        } else if (f.number == 5 && f.wire == 2) {
+            e->what = 5;
+            e->summary = d;
+        } else if (f.number == 10 && f.wire == 2) {
+            if (parse_source(d, e))
+                return FALLBACK;
+        } else {
+            return FALLBACK; /* graphs, session logs, ...: the reference decoder */
+        }
+    }
+    if ((seen & (1 << 3)) && (seen & (1 << 5)))
+        return FALLBACK;
+    if (e->what != 5)
+        return 0;
+    p = e->summary.p;
+    end = p + e->summary.n;
+    while (p < end) {
+        if (next_field(&p, end, &f) < 0 || f.number != 1 || f.wire != 2)
+            return FALLBACK;
+        if (grow_values(s, e->nvalues + 1) < 0)
+            return -1;
+        Span d = {f.data, f.len};
+        int rc = parse_value(s, d, &s->values[e->nvalues]);
+        if (rc)
+            return rc;
+        e->nvalues++;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Resolving plugins and rows (still no side effects)                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+static int hist_tensor_ok(const Value *v)
+{
+    int64_t width = v->dtype == DT_DOUBLE ? 8 : v->dtype == DT_FLOAT ? 4 : 0;
+    return width && v->ndims == 2 && v->dim1 == 3 && v->dim0 > 0 && v->content.n > 0 &&
+           v->dim0 <= (INT64_MAX / 24) && v->content.n == v->dim0 * 3 * width;
+}
+
+static int scalar_tensor_ok(const Value *v)
+{
+    int64_t width = v->dtype == DT_DOUBLE ? 8 : v->dtype == DT_FLOAT ? 4 : 0;
+    if (!width || !v->all_ones || v->negative_dim)
+        return 0;
+    return v->content.n == 0 || v->content.n == width;
+}
+
+static double scalar_tensor_value(const Value *v)
+{
+    if (v->content.n)
+        return v->dtype == DT_DOUBLE ? load_f64(v->content.p) : (double)load_f32(v->content.p);
+    if (v->dtype == DT_DOUBLE)
+        return v->ndouble ? v->first_double : 0.0;
+    return v->nfloat ? (double)v->first_float : 0.0;
+}
+
+/* The plugin each tensor value resolves to, as the reference decoder would, without changing
+ * the remembered plugins; decide each value's row. FALLBACK when a value needs the reference. */
+static int resolve_rows(Scanner *s, Event *e)
+{
+    for (Py_ssize_t i = 0; i < e->nvalues; i++) {
+        Value *v = &s->values[i];
+        v->row_kind = -1;
+        v->pending = 0;
+        if (v->kind == V_SIMPLE) {
+            v->row_kind = K_SIMPLE;
+        } else if (v->kind == V_HISTO) {
+            v->row_kind = K_HISTO;
+            v->ndata = v->limits.n / 4; /* limits and buckets */
+        } else if (v->kind == V_TENSOR) {
+            int plugin = P_UNKNOWN;
+            Span named = {NULL, 0};
+            if (v->has_metadata && v->plugin.n) {
+                named = v->plugin;
+            } else {
+                for (Py_ssize_t j = i - 1; j >= 0; j--) { /* set earlier in this event? */
+                    Value *w = &s->values[j];
+                    if (w->kind == V_TENSOR && w->tag_id == v->tag_id && w->has_metadata &&
+                        w->plugin.n) {
+                        named = w->plugin;
+                        break;
+                    }
+                }
+            }
+            if (named.n) {
+                if (named.n == 10 && memcmp(named.p, "histograms", 10) == 0)
+                    plugin = P_HISTOGRAMS;
+                else if (named.n == 7 && memcmp(named.p, "scalars", 7) == 0)
+                    plugin = P_SCALARS;
+                else
+                    plugin = P_OTHER;
+            } else {
+                plugin = remembered_plugin(s, &s->tags[v->tag_id]);
+                if (plugin < 0)
+                    return -1;
+            }
+            if (plugin == P_HISTOGRAMS) {
+                if (!hist_tensor_ok(v))
+                    return FALLBACK;
+                v->row_kind = K_TENSOR_HIST;
+            } else if (plugin == P_SCALARS) {
+                if (!scalar_tensor_ok(v))
+                    return FALLBACK;
+                v->row_kind = K_TENSOR_SCALAR;
+            } else if (plugin == P_UNKNOWN && s->keep_unknown) {
+                if (hist_tensor_ok(v)) {
+                    v->row_kind = K_TENSOR_HIST;
+                    v->pending = 1;
+                } else if (scalar_tensor_ok(v)) {
+                    v->row_kind = K_TENSOR_SCALAR;
+                    v->pending = 1;
+                } else {
+                    return FALLBACK;
+                }
+            }
+            if (v->row_kind == K_TENSOR_HIST)
+                v->ndata = (Py_ssize_t)v->dim0 * 3;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Committing: plugin memory, placement, collisions, rows                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* numpy's pairwise summation (float64, any stride), so that element counts match
+ * ``counts.sum()`` bit for bit. */
+static double pairwise_sum(const uint8_t *a, Py_ssize_t n, Py_ssize_t stride)
+{
+    if (n < 8) {
+        double res = 0.;
+        for (Py_ssize_t i = 0; i < n; i++)
+            res += load_f64(a + i * stride);
+        return res;
+    }
+    if (n <= 128) {
+        double r[8];
+        Py_ssize_t i;
+        for (int j = 0; j < 8; j++)
+            r[j] = load_f64(a + j * stride);
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++)
+                r[j] += load_f64(a + (i + j) * stride);
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++)
+            res += load_f64(a + i * stride);
+        return res;
+    }
+    Py_ssize_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return pairwise_sum(a, n2, stride) + pairwise_sum(a + n2 * stride, n - n2, stride);
+}
+
+static double pairwise_sum_f32(const uint8_t *a, Py_ssize_t n, Py_ssize_t stride)
+{
+    /* float32 tensors are widened to float64 first by the reference: same summation. */
+    if (n < 8) {
+        double res = 0.;
+        for (Py_ssize_t i = 0; i < n; i++)
+            res += (double)load_f32(a + i * stride);
+        return res;
+    }
+    if (n <= 128) {
+        double r[8];
+        Py_ssize_t i;
+        for (int j = 0; j < 8; j++)
+            r[j] = (double)load_f32(a + j * stride);
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++)
+                r[j] += (double)load_f32(a + (i + j) * stride);
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++)
+            res += (double)load_f32(a + i * stride);
+        return res;
+    }
+    Py_ssize_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return pairwise_sum_f32(a, n2, stride) + pairwise_sum_f32(a + n2 * stride, n - n2, stride);
+}
+
+/* ``element_count``: an int, or None when the total is not finite. New reference. */
+static PyObject *count_object(double total)
+{
+    if (isfinite(total))
+        return PyLong_FromDouble(total);
+    Py_RETURN_NONE;
+}
+
+/* Place a value of ``tag`` at ``step``: its index, and *restart_from set to the step it went
+ * back from when a restart notice is due (else left alone). ``count`` (a new reference or
+ * NULL) is a histogram's element count; histograms only. Mirrors reader._RunState.place. */
+static int64_t place(Scanner *s, Tag *t, int histogram, int64_t step, PyObject *count,
+                     int *restart, int64_t *restart_from, int *error)
+{
+    Steps *st = histogram ? &t->hist : &t->scalar;
+    int64_t index;
+    *restart = 0;
+    if (!st->seen) {
+        st->seen = 1;
+        st->first_step = step;
+        st->last_step = step;
+        st->values_at_step = 1;
+        index = 0;
+        if (histogram)
+            t->collision_at_step = 0;
+    } else if (step == st->last_step) {
+        index = st->values_at_step++;
+    } else {
+        if (step < st->last_step) {
+            st->restarts++;
+            if (st->restarts > s->run_restarts) {
+                s->run_restarts = st->restarts;
+                *restart = 1;
+                *restart_from = st->last_step;
+            }
+        }
+        st->last_step = step;
+        st->values_at_step = 1;
+        index = 0;
+        if (histogram) {
+            t->collision_at_step = 0;
+            Py_CLEAR(t->collecting);
+        }
+    }
+    if (!histogram)
+        return index;
+    if (index == 0) {
+        Py_XSETREF(t->first_count, count);
+        return index;
+    }
+    if (!t->collision_at_step) {
+        t->collision_at_step = 1;
+        if (!t->reported && !t->registered) {
+            PyObject *counts = PyList_New(0);
+            PyObject *first = t->first_count ? t->first_count : Py_None;
+            PyObject *entry = counts ? Py_BuildValue("(OLO)", t->name, (long long)step, counts)
+                                     : NULL;
+            if (!entry || PyList_Append(counts, first) < 0 ||
+                PyList_Append(s->collisions, entry) < 0) {
+                Py_XDECREF(entry);
+                Py_XDECREF(counts);
+                Py_XDECREF(count);
+                *error = 1;
+                return 0;
+            }
+            Py_DECREF(entry);
+            t->registered = 1;
+            Py_XSETREF(t->collecting, counts);
+        }
+    }
+    if (t->collecting && index < 64) {
+        if (PyList_Append(t->collecting, count ? count : Py_None) < 0)
+            *error = 1;
+    }
+    Py_XDECREF(count);
+    return index;
+}
+
+typedef struct {
+    Py_buffer b[13];
+    Py_ssize_t rows, data_cap;
+    int64_t *offsets, *steps, *starts, *aux;
+    int32_t *tag_ids, *indexes, *sizes;
+    double *walls, *values, *fields, *data;
+    uint8_t *kinds, *flags;
+} Out;
+
+enum { FLAG_RESTART = 1, FLAG_PENDING = 2 };
+
+static PyObject *tag_count(const Value *v)
+{
+    double total;
+    if (v->row_kind == K_HISTO)
+        total = v->hfields[2];
+    else if (v->dtype == DT_DOUBLE)
+        total = pairwise_sum(v->content.p + 16, (Py_ssize_t)v->dim0, 24);
+    else
+        total = pairwise_sum_f32(v->content.p + 8, (Py_ssize_t)v->dim0, 12);
+    return count_object(total);
+}
+
+static void copy_data(const Value *v, double *out)
+{
+    if (v->row_kind == K_HISTO) {
+        Py_ssize_t k = v->limits.n / 8;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            out[i] = load_f64(v->limits.p + 8 * i);
+            out[k + i] = load_f64(v->buckets.p + 8 * i);
+        }
+    } else if (v->dtype == DT_DOUBLE) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(out, v->content.p, (size_t)v->ndata * 8);
+#else
+        for (Py_ssize_t i = 0; i < v->ndata; i++)
+            out[i] = load_f64(v->content.p + 8 * i);
+#endif
+    } else {
+        for (Py_ssize_t i = 0; i < v->ndata; i++)
+            out[i] = (double)load_f32(v->content.p + 4 * i);
+    }
+}
+
+static int remember_plugin(Scanner *s, Value *v)
+{
+    Tag *t = &s->tags[v->tag_id];
+    PyObject *name = PyUnicode_DecodeUTF8((const char *)v->plugin.p, v->plugin.n, "strict");
+    if (!name)
+        return -1;
+    int rc = PyDict_SetItem(s->plugins, t->name, name);
+    if (rc == 0) {
+        t->plugin = plugin_code_of(name);
+        t->plugin_generation = s->plugin_generation;
+    }
+    Py_DECREF(name);
+    return rc;
+}
+
+static int set_first(PyObject **slot, Span text)
+{
+    if (*slot)
+        return 0;
+    *slot = PyUnicode_DecodeUTF8((const char *)text.p, text.n, "strict");
+    return *slot ? 0 : -1;
+}
+
+/* Commit one parsed event: rows from ``*row``, data from ``*data``. */
+static int commit_event(Scanner *s, Event *e, int64_t offset, Out *out, Py_ssize_t *row,
+                        Py_ssize_t *data)
+{
+    s->records++;
+    s->events++;
+    s->whats |= 1L << e->what;
+    if (e->what == 3 && set_first(&s->file_version, e->file_version) < 0)
+        return -1;
+    if (e->writer.n && set_first(&s->writer, e->writer) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < e->nvalues; i++) {
+        Value *v = &s->values[i];
+        if (v->kind == V_TENSOR && v->has_metadata && v->plugin.n && remember_plugin(s, v) < 0)
+            return -1;
+        if (v->row_kind < 0)
+            continue;
+        Tag *t = &s->tags[v->tag_id];
+        int histogram = v->row_kind == K_HISTO || v->row_kind == K_TENSOR_HIST;
+        PyObject *count = NULL;
+        if (histogram && !(count = tag_count(v)))
+            return -1;
+        int restart = 0, error = 0;
+        int64_t restart_from = 0;
+        int64_t index = place(s, t, histogram, e->step, count, &restart, &restart_from, &error);
+        if (error)
+            return -1;
+        Py_ssize_t r = (*row)++;
+        out->offsets[r] = offset;
+        out->tag_ids[r] = (int32_t)v->tag_id;
+        out->indexes[r] = (int32_t)(index > INT32_MAX ? INT32_MAX : index);
+        out->steps[r] = e->step;
+        out->walls[r] = e->wall_time;
+        out->kinds[r] = (uint8_t)v->row_kind;
+        out->flags[r] = (uint8_t)((restart ? FLAG_RESTART : 0) | (v->pending ? FLAG_PENDING : 0));
+        out->aux[r] = restart_from;
+        out->values[r] = v->row_kind == K_SIMPLE ? (double)v->simple
+                         : v->row_kind == K_TENSOR_SCALAR ? scalar_tensor_value(v)
+                                                          : 0.0;
+        out->starts[r] = *data;
+        out->sizes[r] = 0;
+        for (int j = 0; j < 5; j++)
+            out->fields[5 * r + j] = v->row_kind == K_HISTO ? v->hfields[j] : 0.0;
+        if (histogram) {
+            out->sizes[r] = (int32_t)(v->row_kind == K_HISTO ? v->limits.n / 8 : v->dim0);
+            copy_data(v, out->data + *data);
+            *data += v->ndata;
+        }
+        if (!v->pending) /* a pending row's encoding counts once its plugin is known */
+            s->encodings |= 1L << (v->row_kind == K_HISTO ? 0 : v->row_kind == K_SIMPLE ? 2 : 1);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The scan                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+enum { STOP_FULL = 0, STOP_MORE = 1, STOP_DAMAGE = 2, STOP_FALLBACK = 3, STOP_LIMIT = 4 };
+
+static const char *column_formats = "qiiqdBBqdqidd";
+
+static int get_out(PyObject *columns, Out *out)
+{
+    if (!PyTuple_Check(columns) || PyTuple_GET_SIZE(columns) != 13) {
+        PyErr_SetString(PyExc_TypeError, "columns: a tuple of 13 arrays");
+        return -1;
+    }
+    static const Py_ssize_t item[13] = {8, 4, 4, 8, 8, 1, 1, 8, 8, 8, 4, 8, 8};
+    for (int i = 0; i < 13; i++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(columns, i), &out->b[i],
+                               PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            for (int j = 0; j < i; j++)
+                PyBuffer_Release(&out->b[j]);
+            return -1;
+        }
+    }
+    out->rows = out->b[0].len / 8;
+    for (int i = 0; i < 12; i++) {
+        Py_ssize_t need = i == 11 ? out->rows * 5 * 8 : out->rows * item[i];
+        if (out->b[i].len < need) {
+            for (int j = 0; j < 13; j++)
+                PyBuffer_Release(&out->b[j]);
+            PyErr_Format(PyExc_ValueError, "column %d (%c) too short", i, column_formats[i]);
+            return -1;
+        }
+    }
+    out->data_cap = out->b[12].len / 8;
+    out->offsets = out->b[0].buf;
+    out->tag_ids = out->b[1].buf;
+    out->indexes = out->b[2].buf;
+    out->steps = out->b[3].buf;
+    out->walls = out->b[4].buf;
+    out->kinds = out->b[5].buf;
+    out->flags = out->b[6].buf;
+    out->aux = out->b[7].buf;
+    out->values = out->b[8].buf;
+    out->starts = out->b[9].buf;
+    out->sizes = out->b[10].buf;
+    out->fields = out->b[11].buf;
+    out->data = out->b[12].buf;
+    return 0;
+}
+
+static void release_out(Out *out)
+{
+    for (int j = 0; j < 13; j++)
+        PyBuffer_Release(&out->b[j]);
+}
+
+#define MAX_PLAUSIBLE_LENGTH (1ull << 31)
+
+PyDoc_STRVAR(scan_doc,
+"scan(buffer, pos, base, limit, columns) -> (rows, pos, stop, needed)\n\n"
+"Read the records of ``buffer`` from index ``pos`` (file offset ``base + pos``) into the\n"
+"columns, until they are full (stop 0), the buffer ends before a complete record (1, with the\n"
+"bytes ``needed`` from ``pos``), a record is damaged (2) or is for the reference decoder (3),\n"
+"or a record starts at or after file offset ``limit`` (4; -1 for no limit).");
+
+static PyObject *Scanner_scan(Scanner *s, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t pos;
+    long long base, limit;
+    PyObject *columns;
+    if (!PyArg_ParseTuple(args, "y*nLLO", &buf, &pos, &base, &limit, &columns))
+        return NULL;
+    Out out;
+    if (get_out(columns, &out) < 0) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    const uint8_t *b = buf.buf;
+    Py_ssize_t n = buf.len, row = 0, data = 0, needed = 0;
+    int stop = STOP_FULL, failed = 0;
+    if (pos < 0 || pos > n) {
+        PyErr_SetString(PyExc_ValueError, "pos outside the buffer");
+        failed = 1;
+    }
+    while (!failed) {
+        if (limit >= 0 && base + pos >= limit) {
+            stop = STOP_LIMIT;
+            break;
+        }
+        if (n - pos < 12) {
+            stop = STOP_MORE;
+            needed = 12;
+            break;
+        }
+        uint64_t length = load_u64(b + pos);
+        if (masked_crc(b + pos, 8) != load_u32(b + pos + 8) || length > MAX_PLAUSIBLE_LENGTH) {
+            stop = STOP_DAMAGE;
+            break;
+        }
+        if ((uint64_t)(n - pos - 12) < length + 4) {
+            stop = STOP_MORE;
+            needed = (Py_ssize_t)length + 16;
+            break;
+        }
+        const uint8_t *payload = b + pos + 12;
+        if (masked_crc(payload, (size_t)length) != load_u32(payload + length)) {
+            stop = STOP_DAMAGE;
+            break;
+        }
+        Event e;
+        int rc = parse_event(s, payload, (Py_ssize_t)length, &e);
+        if (rc == 0)
+            rc = resolve_rows(s, &e);
+        if (rc < 0) {
+            failed = 1;
+            break;
+        }
+        if (rc == FALLBACK) {
+            stop = STOP_FALLBACK;
+            break;
+        }
+        Py_ssize_t rows_needed = 0, data_needed = 0;
+        for (Py_ssize_t i = 0; i < e.nvalues; i++) {
+            if (s->values[i].row_kind >= 0) {
+                rows_needed++;
+                if (s->values[i].row_kind == K_HISTO || s->values[i].row_kind == K_TENSOR_HIST)
+                    data_needed += s->values[i].ndata;
+            }
+        }
+        if (row + rows_needed > out.rows || data + data_needed > out.data_cap) {
+            stop = STOP_FULL;
+            needed = rows_needed > data_needed ? rows_needed : data_needed;
+            break;
+        }
+        if (commit_event(s, &e, base + pos, &out, &row, &data) < 0) {
+            failed = 1;
+            break;
+        }
+        pos += (Py_ssize_t)length + 16;
+    }
+    release_out(&out);
+    PyBuffer_Release(&buf);
+    if (failed)
+        return NULL;
+    return Py_BuildValue("(nnin)", row, pos, stop, needed);
+}
+
+PyDoc_STRVAR(place_doc,
+"place(histogram, tag, step, count) -> (index, restart_from)\n\n"
+"Place a value the reference decoder read (same state as the scan): its index among the\n"
+"tag's values at ``step``, and the step it went back from when a restart notice is due\n"
+"(else None). ``count``: a histogram's element count (int or None).");
+
+static PyObject *Scanner_place(Scanner *s, PyObject *args)
+{
+    int histogram;
+    PyObject *tag, *count;
+    long long step;
+    if (!PyArg_ParseTuple(args, "pULO", &histogram, &tag, &step, &count))
+        return NULL;
+    Py_ssize_t size;
+    const char *text = PyUnicode_AsUTF8AndSize(tag, &size);
+    if (!text)
+        return NULL;
+    Span span = {(const uint8_t *)text, size};
+    Py_ssize_t id = tag_id(s, span);
+    if (id == -1)
+        return NULL;
+    if (id == -2) {
+        PyErr_SetString(PyExc_ValueError, "tag is not valid UTF-8");
+        return NULL;
+    }
+    int restart = 0, error = 0;
+    int64_t restart_from = 0;
+    Py_INCREF(count);
+    int64_t index = place(s, &s->tags[id], histogram, step, histogram ? count : NULL, &restart,
+                          &restart_from, &error);
+    if (!histogram)
+        Py_DECREF(count);
+    if (error)
+        return NULL;
+    if (restart)
+        return Py_BuildValue("(LL)", (long long)index, (long long)restart_from);
+    return Py_BuildValue("(LO)", (long long)index, Py_None);
+}
+
+PyDoc_STRVAR(take_collisions_doc,
+"take_collisions() -> list of (tag, step, counts)\n\n"
+"The collisions registered since the last call (one per tag and run), in order; their tags\n"
+"are then reported.");
+
+static PyObject *Scanner_take_collisions(Scanner *s, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *taken = s->collisions;
+    PyObject *fresh = PyList_New(0);
+    if (!fresh)
+        return NULL;
+    for (Py_ssize_t id = 0; id < s->ntags; id++) {
+        if (s->tags[id].registered) {
+            s->tags[id].registered = 0;
+            s->tags[id].reported = 1;
+        }
+    }
+    s->collisions = fresh;
+    return taken;
+}
+
+PyDoc_STRVAR(take_tally_doc,
+"take_tally() -> (records, events, whats, encodings, file_version, writer)\n\n"
+"What the scan read since the last call (bit sets: whats 0 none, 3 file_version, 5 summary;\n"
+"encodings 0 histo, 1 tensor, 2 simple_value); then starts afresh.");
+
+static PyObject *Scanner_take_tally(Scanner *s, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *result = Py_BuildValue("(LLllOO)", (long long)s->records, (long long)s->events,
+                                     s->whats, s->encodings,
+                                     s->file_version ? s->file_version : Py_None,
+                                     s->writer ? s->writer : Py_None);
+    if (!result)
+        return NULL;
+    s->records = s->events = 0;
+    s->whats = s->encodings = 0;
+    Py_CLEAR(s->file_version);
+    Py_CLEAR(s->writer);
+    return result;
+}
+
+static PyObject *steps_tuple(const Steps *st)
+{
+    if (!st->seen)
+        return Py_BuildValue("(OO)", Py_None, Py_None);
+    return Py_BuildValue("(LL)", (long long)st->first_step, (long long)st->last_step);
+}
+
+PyDoc_STRVAR(steps_doc,
+"steps() -> {tag: ((first, last) of histograms, (first, last) of scalars)}\n\n"
+"The first and last step placed per tag ((None, None) when none), to join byte ranges.");
+
+static PyObject *Scanner_steps(Scanner *s, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *result = PyDict_New();
+    for (Py_ssize_t id = 0; result && id < s->ntags; id++) {
+        Tag *t = &s->tags[id];
+        if (!t->hist.seen && !t->scalar.seen)
+            continue;
+        PyObject *hist = steps_tuple(&t->hist), *scalar = steps_tuple(&t->scalar);
+        PyObject *both = hist && scalar ? PyTuple_Pack(2, hist, scalar) : NULL;
+        Py_XDECREF(hist);
+        Py_XDECREF(scalar);
+        if (!both || PyDict_SetItem(result, t->name, both) < 0) {
+            Py_XDECREF(both);
+            Py_CLEAR(result);
+            break;
+        }
+        Py_DECREF(both);
+    }
+    return result;
+}
+
+PyDoc_STRVAR(plugins_changed_doc,
+"plugins_changed()\n\nThe shared plugin dict was changed by Python: read it again.");
+
+static PyObject *Scanner_plugins_changed(Scanner *s, PyObject *Py_UNUSED(ignored))
+{
+    s->plugin_generation++;
+    Py_RETURN_NONE;
+}
+
+static int Scanner_init(Scanner *s, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"plugins", "keep_unknown", NULL};
+    PyObject *plugins;
+    int keep_unknown = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|p", kwlist, &PyDict_Type, &plugins,
+                                     &keep_unknown))
+        return -1;
+    if (s->tag_names) {
+        PyErr_SetString(PyExc_RuntimeError, "Scanner already initialised");
+        return -1;
+    }
+    Py_INCREF(plugins);
+    s->plugins = plugins;
+    s->keep_unknown = keep_unknown;
+    s->tag_names = PyList_New(0);
+    s->collisions = PyList_New(0);
+    if (!s->tag_names || !s->collisions)
+        return -1;
+    return 0;
+}
+
+static void Scanner_dealloc(Scanner *s)
+{
+    for (Py_ssize_t id = 0; id < s->ntags; id++) {
+        Py_XDECREF(s->tags[id].name);
+        Py_XDECREF(s->tags[id].first_count);
+        Py_XDECREF(s->tags[id].collecting);
+        PyMem_Free(s->tags[id].bytes);
+    }
+    PyMem_Free(s->tags);
+    PyMem_Free(s->table);
+    PyMem_Free(s->values);
+    Py_XDECREF(s->plugins);
+    Py_XDECREF(s->tag_names);
+    Py_XDECREF(s->collisions);
+    Py_XDECREF(s->file_version);
+    Py_XDECREF(s->writer);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyObject *Scanner_get_tags(Scanner *s, void *Py_UNUSED(closure))
+{
+    Py_INCREF(s->tag_names);
+    return s->tag_names;
+}
+
+static PyMethodDef Scanner_methods[] = {
+    {"scan", (PyCFunction)Scanner_scan, METH_VARARGS, scan_doc},
+    {"place", (PyCFunction)Scanner_place, METH_VARARGS, place_doc},
+    {"take_collisions", (PyCFunction)Scanner_take_collisions, METH_NOARGS, take_collisions_doc},
+    {"take_tally", (PyCFunction)Scanner_take_tally, METH_NOARGS, take_tally_doc},
+    {"plugins_changed", (PyCFunction)Scanner_plugins_changed, METH_NOARGS, plugins_changed_doc},
+    {"steps", (PyCFunction)Scanner_steps, METH_NOARGS, steps_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Scanner_getset[] = {
+    {"tags", (getter)Scanner_get_tags, NULL, "Tag names by id (a list that grows).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ScannerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gradcheck._scan.Scanner",
+    .tp_basicsize = sizeof(Scanner),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = PyDoc_STR("Scanner(plugins, keep_unknown=False): the state of reading one file "
+                        "(or one byte range of it) with the C decoder."),
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Scanner_init,
+    .tp_dealloc = (destructor)Scanner_dealloc,
+    .tp_methods = Scanner_methods,
+    .tp_getset = Scanner_getset,
+};
+
+static PyObject *mod_masked_crc32c(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    Py_buffer buf;
+    if (PyObject_GetBuffer(arg, &buf, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t c = masked_crc(buf.buf, (size_t)buf.len);
+    PyBuffer_Release(&buf);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyObject *mod_crc32c_software(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    Py_buffer buf;
+    if (PyObject_GetBuffer(arg, &buf, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t c = crc_sw(buf.buf, (size_t)buf.len);
+    PyBuffer_Release(&buf);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyMethodDef module_methods[] = {
+    {"masked_crc32c", mod_masked_crc32c, METH_O,
+     "The TFRecord checksum of a bytes-like object (CRC32C, rotated, plus a constant)."},
+    {"crc32c_software", mod_crc32c_software, METH_O,
+     "Plain CRC32C with the table implementation (to test it against the instruction)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef scan_module = {
+    PyModuleDef_HEAD_INIT, "gradcheck._scan",
+    "The C hot path of reading event files (see gradcheck/fastpath.py).", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__scan(void)
+{
+    crc_init();
+    if (PyType_Ready(&ScannerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&scan_module);
+    if (!m)
+        return NULL;
+    Py_INCREF(&ScannerType);
+    if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) < 0 ||
+        PyModule_AddStringConstant(m, "CRC_IMPLEMENTATION", have_sse42 ? "sse4.2" : "table") <
+            0) {
+        Py_DECREF(&ScannerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

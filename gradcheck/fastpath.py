@@ -1,0 +1,601 @@
+"""The fast reading engine: the C scanner (``gradcheck._scan``) feeding batched reduction.
+
+One semantics, two engines. ``reader.read_file`` + ``series.reduce_records`` (pure Python,
+record objects) is the reference; :func:`reduce_file_range` gives the same ``RunData`` from
+columns that the C scanner fills in batches: offsets, steps, wall times, tag ids, indexes and
+bucket data, turned into numpy arrays without one Python object per value. Whatever the
+scanner does not handle itself (damage, resynchronisation, a record it does not fully
+understand) goes through the reference code (``framing.frame_at``, ``reader.records_of_frame``)
+with the same state, so damage and odd records read exactly as in the reference.
+
+Without the compiled extension, or with ``GRADCHECK_NO_EXT=1``, :func:`available` is False and
+the pipeline uses the reference engine.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import BinaryIO
+
+import numpy as np
+from google.protobuf.message import DecodeError
+from tensorboard.compat.proto import event_pb2
+
+from gradcheck.decode import EventDecoder, first_left_edges
+from gradcheck.framing import Frame, MappedWindow, Window, frame_at
+from gradcheck.model import FileInfo, HistogramRecord, Notice, Record, ScalarRecord
+from gradcheck.reader import (
+    FileTally,
+    collision_notice,
+    element_count,
+    frame_damage,
+    guess_writer,
+    records_of_frame,
+    restart_notice,
+    unreadable,
+)
+from gradcheck.series import BucketMatrices, RunData, SeriesKey, _Reducer, merge, reduce_by_width
+from gradcheck.steps import StepWindow
+from gradcheck.storage import file_size, open_binary
+
+try:
+    from gradcheck import _scan  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - the extension was not built
+    _scan = None
+
+ROWS = 4096  # values per batch
+DATA = 3 << 19  # float64 bucket numbers per batch (12 MB)
+CHUNK = 16 << 20  # bytes read at a time
+
+_STOP_FULL, _STOP_MORE, _STOP_DAMAGE, _STOP_FALLBACK, _STOP_LIMIT = range(5)
+_K_HISTO, _K_TENSOR_HIST, _K_SIMPLE, _K_TENSOR_SCALAR = range(4)
+_FLAG_RESTART, _FLAG_PENDING = 1, 2
+_WHATS = {0: "", 3: "file_version", 5: "summary"}
+_ENCODINGS = {0: "histo", 1: "tensor", 2: "simple_value"}
+
+
+def available() -> bool:
+    """Whether the C engine can be used (built, and not disabled by ``GRADCHECK_NO_EXT=1``)."""
+    return _scan is not None and os.environ.get("GRADCHECK_NO_EXT", "") in ("", "0")
+
+
+@dataclass
+class RangeResult:
+    """What one byte range of an event file gave (the whole file when the range is)."""
+
+    data: RunData
+    values_read: int
+    values_kept: int
+    tally: FileTally = field(default_factory=FileTally)
+    size: int | None = None  # None: the file could not be opened
+    restarts: bool = False  # a restart notice was due (range merging needs the whole file)
+    collisions: list[tuple[str, int, list[int | None]]] = field(default_factory=list)
+    plugins: dict[str, str] = field(default_factory=dict)  # plugin names known at the end
+    steps: dict[str, tuple[tuple[int | None, int | None], ...]] = field(default_factory=dict)
+    pending: dict[str, Pending] = field(default_factory=dict)  # tensors of unknown plugin
+    unsure: set[str] = field(default_factory=set)  # tags of unknown plugin the C path skipped
+    stopped_at: int = -1  # offset of the record at or after the range's limit (-1: none)
+
+
+@dataclass
+class Pending:
+    """Tensor values of a tag whose plugin a range starting mid-file did not know: kept as
+    histograms (``[k, 3]``) or scalars until the merge learns the plugin from earlier ranges."""
+
+    kinds: set[str] = field(default_factory=set)  # "histogram", "scalar"
+    read: int = 0
+    kept: int = 0
+
+
+class _Columns:
+    """The arrays the scanner fills (one batch), grown when one record does not fit."""
+
+    def __init__(self, rows: int = ROWS, data: int = DATA) -> None:
+        self.offsets = np.empty(rows, np.int64)
+        self.tag_ids = np.empty(rows, np.int32)
+        self.indexes = np.empty(rows, np.int32)
+        self.steps = np.empty(rows, np.int64)
+        self.walls = np.empty(rows, np.float64)
+        self.kinds = np.empty(rows, np.uint8)
+        self.flags = np.empty(rows, np.uint8)
+        self.aux = np.empty(rows, np.int64)
+        self.values = np.empty(rows, np.float64)
+        self.starts = np.empty(rows, np.int64)
+        self.sizes = np.empty(rows, np.int32)
+        self.fields = np.empty((rows, 5), np.float64)
+        self.data = np.empty(data, np.float64)
+        self.all = (
+            self.offsets, self.tag_ids, self.indexes, self.steps, self.walls, self.kinds,
+            self.flags, self.aux, self.values, self.starts, self.sizes, self.fields, self.data,
+        )  # fmt: skip
+
+    def grown(self) -> _Columns:
+        return _Columns(self.offsets.size * 2, self.data.size * 2)
+
+
+class _ScannerState:
+    """The reader state (``reader._RunState``'s interface) backed by the scanner, so that the
+    records the reference decoder reads are placed with the same state as the scanned ones."""
+
+    def __init__(self, run: str, keep_unknown: bool) -> None:
+        self.run = run
+        self.decoder = EventDecoder(run)
+        self.scanner = _scan.Scanner(self.decoder.plugin_by_tag, keep_unknown)
+
+    def place(self, record: HistogramRecord | ScalarRecord) -> tuple[int, Notice | None]:
+        histogram = isinstance(record, HistogramRecord)
+        count = element_count(record) if isinstance(record, HistogramRecord) else None
+        index, went_back_from = self.scanner.place(histogram, record.tag, record.step, count)
+        if went_back_from is None:
+            return index, None
+        return index, restart_notice(self.run, record.file, record.tag, went_back_from, record.step)
+
+
+class _RangeReader:
+    """Reads one byte range of one file into a reducer."""
+
+    def __init__(self, path: str, run: str, window: StepWindow, keep_unknown: bool) -> None:
+        self.path = path
+        self.run = run
+        self.window = window
+        self.keep_unknown = keep_unknown
+        self.state = _ScannerState(run, keep_unknown)
+        self.reducer = _Reducer()
+        self.reducer.run = run
+        self.tally = FileTally()
+        self.columns = _Columns()
+        self.read = 0
+        self.kept = 0
+        self.restarts = False
+        self.unsure: set[str] = set()
+        self.pending: dict[str, Pending] = {}
+        self.stopped_at = -1  # file offset of the first record at or after the limit
+        self.on_offset: Callable[[int], None] | None = None
+
+    def read_range(self, stream: BinaryIO, start: int, limit: int) -> None:
+        """Read records starting in ``[start, limit)`` (``limit`` -1: to the end)."""
+        mapped = _mapped(stream)
+        window: Window = (
+            MappedWindow(stream, mapped) if mapped is not None else Window(stream, CHUNK)
+        )
+        try:
+            if mapped is None:
+                stream.seek(start)
+                window.base = start
+                self._scan(window, 0, limit)
+            else:
+                with mapped:
+                    self._scan(window, start, limit)
+        except OSError as error:
+            self.reducer.add(unreadable(self.run, self.path, window.base, error))
+
+    def _scan(self, window: Window, pos: int, limit: int) -> None:
+        scanner = self.state.scanner
+        released = pos - pos % mmap.PAGESIZE
+        while pos >= 0:
+            columns = self.columns
+            rows, pos, stop, _ = scanner.scan(window.data, pos, window.base, limit, columns.all)
+            if rows:
+                self._consume(rows)
+            if isinstance(window, MappedWindow) and pos - released >= CHUNK:
+                released = _release(window.mapped, released, pos)
+            if stop == _STOP_FULL:
+                if not rows:
+                    self.columns = columns.grown()
+            elif stop == _STOP_LIMIT:
+                self.stopped_at = window.base + pos
+                return
+            elif stop == _STOP_MORE and not window.eof:
+                pos = window.fill(pos, CHUNK)
+            else:  # damage, a record for the reference decoder, or the end of the file
+                self._take_tally()
+                items, pos = frame_at(window, pos)
+                for item in items:
+                    if limit >= 0 and item.offset >= limit:
+                        self.stopped_at = item.offset
+                        return
+                    if isinstance(item, Frame):
+                        self._reference(item)
+                    else:
+                        self.reducer.add(frame_damage(self.run, self.path, item))
+
+    def _reference(self, frame: Frame) -> None:
+        """A record the scanner left to the reference decoder, read with the same state."""
+        for record in records_of_frame(frame, self.path, self.state, self.tally):  # type: ignore[arg-type]
+            self._add_record(record)
+        self.state.scanner.plugins_changed()
+        if self.keep_unknown:
+            self.unsure.update(_unknown_tensor_tags(frame.payload, self.state.decoder))
+
+    def _add_record(self, record: Record) -> None:
+        if isinstance(record, (HistogramRecord, ScalarRecord)):
+            self.read += 1
+            if not self.window.contains(record.step):
+                return
+            self.kept += 1
+        elif isinstance(record, Notice) and record.kind == "restart":
+            self.restarts = True
+        self.reducer.add(record)
+
+    def _take_tally(self) -> None:
+        """Fold what the scanner read since the last call into the file's tally, in order."""
+        records, events, whats, encodings, file_version, writer = self.state.scanner.take_tally()
+        tally = self.tally
+        tally.records += records
+        tally.events += events
+        tally.whats.update(name for bit, name in _WHATS.items() if whats >> bit & 1)
+        tally.encodings.update(name for bit, name in _ENCODINGS.items() if encodings >> bit & 1)
+        if file_version is not None and tally.file_version is None:
+            tally.file_version = file_version
+        if writer is not None and tally.writer is None:
+            tally.writer = writer
+
+    def _consume(self, rows: int) -> None:
+        """Hand one batch of scanned rows to the reducer."""
+        c = self.columns
+        steps = c.steps[:rows]
+        flags = c.flags[:rows]
+        tags = self.state.scanner.tags
+        if flags.any():
+            for i in np.flatnonzero(flags & _FLAG_RESTART).tolist():
+                self.restarts = True
+                tag = tags[c.tag_ids[i]]
+                self.reducer.add(
+                    restart_notice(self.run, self.path, tag, int(c.aux[i]), int(steps[i]))
+                )
+        keep = _in_window(steps, self.window)
+        self.read += rows
+        kept = np.flatnonzero(keep) if keep is not None else np.arange(rows)
+        self.kept += kept.size
+        if self.keep_unknown and (flags & _FLAG_PENDING).any():
+            self._note_pending(rows, keep, tags)
+        kinds = c.kinds[kept]
+        scalar = kept[kinds >= _K_SIMPLE]
+        for tag_id, step, value in zip(
+            c.tag_ids[scalar].tolist(), steps[scalar].tolist(), c.values[scalar].tolist(),
+            strict=True,
+        ):  # fmt: skip
+            self.reducer.add_scalar(tags[tag_id], step, value)
+        histograms = kept[kinds < _K_SIMPLE]
+        if histograms.size:
+            self._histograms(histograms, tags)
+        if self.on_offset is not None:
+            self.on_offset(int(c.offsets[rows - 1]))
+
+    def _note_pending(self, rows: int, keep: np.ndarray | None, tags: list[str]) -> None:
+        """Count the batch's pending values per tag and kind (vectorised: in a range that
+        starts mid-file, every TF2 histogram is pending)."""
+        c = self.columns
+        pending = (c.flags[:rows] & _FLAG_PENDING) != 0
+        scalar = c.kinds[:rows] >= _K_SIMPLE
+        inside = np.ones(rows, dtype=bool) if keep is None else keep
+        codes = c.tag_ids[:rows].astype(np.int64) * 2 + scalar
+        for code in np.unique(codes[pending]).tolist():
+            members = pending & (codes == code)
+            entry = self.pending.setdefault(tags[code // 2], Pending())
+            entry.kinds.add("scalar" if code % 2 else "histogram")
+            entry.read += int(members.sum())
+            entry.kept += int((members & inside).sum())
+
+    def _histograms(self, at: np.ndarray, tags: list[str]) -> None:
+        c = self.columns
+        sizes = c.sizes[at].astype(np.int64)
+        rows, fingerprints = reduce_by_width(sizes, _matrices_of(c, at, sizes))
+        keys = c.tag_ids[at].astype(np.int64) << 32 | c.indexes[at].astype(np.int64)
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        members = np.argsort(inverse, kind="stable")
+        bounds = np.cumsum(np.bincount(inverse.ravel()))
+        groups: list[tuple[SeriesKey, str, np.ndarray]] = []
+        kinds = c.kinds[at]
+        tag_ids = c.tag_ids[at]
+        indexes = c.indexes[at]
+        for group in np.argsort(first, kind="stable").tolist():
+            positions = members[(bounds[group - 1] if group else 0) : bounds[group]]
+            head = int(positions[0])
+            key = (tags[int(tag_ids[head])], int(indexes[head]))
+            encoding = "histo" if kinds[head] == _K_HISTO else "tensor"
+            groups.append((key, encoding, positions))
+        self.reducer.add_histogram_rows(groups, c.steps[at], c.walls[at], rows, fingerprints)
+
+    def result(self, size: int | None) -> RangeResult:
+        """What the range gave; ``size`` None when the file could not be opened."""
+        self._take_tally()
+        collisions = self.state.scanner.take_collisions()
+        return RangeResult(
+            data=self.reducer.finish(),
+            values_read=self.read,
+            values_kept=self.kept,
+            tally=self.tally,
+            size=size,
+            restarts=self.restarts,
+            collisions=collisions,
+            plugins=dict(self.state.decoder.plugin_by_tag),
+            steps=self.state.scanner.steps(),
+            pending=self.pending,
+            unsure=self.unsure,
+            stopped_at=self.stopped_at,
+        )
+
+
+def _mapped(stream: BinaryIO) -> mmap.mmap | None:
+    """The file mapped in memory (no copies, and the scanner sees it whole), or None when it
+    cannot be (empty, not a regular file): then it is read in chunks."""
+    try:
+        mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+    if hasattr(mapped, "madvise"):
+        mapped.madvise(mmap.MADV_SEQUENTIAL)
+    return mapped
+
+
+def _release(mapped: mmap.mmap, released: int, pos: int) -> int:
+    """Drop the pages before ``pos`` from the resident set (the file stays in the page cache),
+    so that memory stays flat however large the file. Returns the new released offset."""
+    end = pos - pos % mmap.PAGESIZE
+    if end > released and hasattr(mapped, "madvise"):
+        mapped.madvise(mmap.MADV_DONTNEED, released, end - released)
+    return max(end, released)
+
+
+def _unknown_tensor_tags(payload: bytes, decoder: EventDecoder) -> set[str]:
+    """Tags of the payload's tensor values whose plugin is still unknown (skipped as such).
+
+    A range that starts mid-file does not know the plugins named before it: the merge checks
+    these tags against what the earlier range learnt.
+    """
+    try:
+        event = event_pb2.Event.FromString(payload)
+    except DecodeError:
+        return set()
+    return {
+        value.tag
+        for value in event.summary.value
+        if value.WhichOneof("value") == "tensor" and value.tag not in decoder.plugin_by_tag
+    }
+
+
+def _in_window(steps: np.ndarray, window: StepWindow) -> np.ndarray | None:
+    """Which steps lie inside the window (None: all of them)."""
+    if window.first is None and window.last is None:
+        return None
+    keep = np.ones(steps.size, dtype=bool)
+    if window.first is not None:
+        keep &= steps >= window.first
+    if window.last is not None:
+        keep &= steps <= window.last
+    return keep
+
+
+def _matrices_of(
+    c: _Columns, at: np.ndarray, sizes: np.ndarray
+) -> Callable[[np.ndarray, int], BucketMatrices]:
+    """The bucket matrices of a width group, gathered from the scanned data column.
+
+    Tensor rows hold ``left, right, count`` triples; ``histo`` rows hold the bucket limits then
+    the counts, and their left edges are derived as the reference decoder derives them.
+    """
+
+    def matrices(members: np.ndarray, width: int) -> BucketMatrices:
+        rows = at[members]
+        if bool((c.kinds[rows] == _K_TENSOR_HIST).all() and (sizes[members] == width).all()):
+            return _tensor_matrices(c, rows, width)
+        size = sizes[members][:, None]
+        start = c.starts[rows][:, None]
+        column = np.arange(width)[None, :]
+        valid = column < size
+        tensor = (c.kinds[rows] == _K_TENSOR_HIST)[:, None]
+        data = c.data
+        limit = np.where(valid, np.where(tensor, start + 3 * column + 1, start + column), 0)
+        right = np.where(valid, data[limit], 0.0)
+        counted = np.where(valid, np.where(tensor, limit + 1, start + size + column), 0)
+        counts = np.where(valid, data[counted], 0.0)
+        left = np.where(valid, data[np.where(tensor, limit - 1, 0)], 0.0)
+        fields = c.fields[rows]
+        histo = ~tensor[:, 0]
+        if histo.any():
+            previous = np.where(valid & (column > 0), right[:, np.maximum(column[0] - 1, 0)], 0.0)
+            first = first_left_edges(fields[:, 0], right[:, 0], counts[:, 0])
+            derived = np.where(column == 0, first[:, None], previous)
+            left = np.where(histo[:, None] & valid, derived, left)
+        present = np.broadcast_to(histo[:, None], fields.shape).copy()
+        return left, right, counts, np.where(present, fields, 0.0), present
+
+    return matrices
+
+
+def _tensor_matrices(c: _Columns, rows: np.ndarray, width: int) -> BucketMatrices:
+    """The common case: tensor histograms of one bucket count (TF2 writes 30)."""
+    starts = c.starts[rows]
+    triples = 3 * width
+    if bool((np.diff(starts) == triples).all()):  # back to back in the data column
+        flat = c.data[starts[0] : starts[0] + triples * rows.size]
+    else:
+        flat = c.data[(starts[:, None] + np.arange(triples)[None, :]).ravel()]
+    buckets = flat.reshape(rows.size, width, 3)
+    left, right, counts = (np.ascontiguousarray(buckets[:, :, i]) for i in range(3))
+    fields = np.zeros((rows.size, 5))
+    return left, right, counts, fields, np.zeros(fields.shape, dtype=bool)
+
+
+def reduce_file_range(
+    path: str,
+    run: str,
+    window: StepWindow,
+    on_offset: Callable[[int], None] | None = None,
+    start: int = 0,
+    limit: int = -1,
+) -> RangeResult:
+    """Read the records of ``path`` that start in ``[start, limit)`` with the C engine.
+
+    The whole file (``start`` 0, ``limit`` -1) gives the same ``RunData`` as
+    ``series.reduce_records(reader.read_file(path, run))`` with the window applied.
+    """
+    reader = _RangeReader(path, run, window, keep_unknown=start > 0)
+    reader.on_offset = on_offset
+    try:
+        size = file_size(path)
+        stream = open_binary(path)
+    except OSError as error:
+        reader.reducer.add(unreadable(run, path, 0, error))
+        return reader.result(None)
+    with stream:
+        reader.read_range(stream, start, limit)
+    return reader.result(size)
+
+
+def finish_file(result: RangeResult, path: str, run: str) -> RunData:
+    """The collision notices and ``FileInfo`` that end a file's records, added to its data."""
+    notices = tuple(
+        collision_notice(run, path, tag, step, counts) for tag, step, counts in result.collisions
+    )
+    if result.size is None:
+        info = FileInfo(run, path, 0, 0, 0, None)
+    else:
+        tally = result.tally
+        writer = guess_writer(path, tally)
+        info = FileInfo(run, path, result.size, tally.records, tally.events, writer)
+    data = result.data
+    return RunData(
+        run=data.run,
+        files=tuple(dict.fromkeys((*data.files, path))),
+        file_infos=(*data.file_infos, info),
+        damages=data.damages,
+        notices=data.notices + notices,
+        histograms=data.histograms,
+        scalars=data.scalars,
+    )
+
+
+def merge_ranges(first: RangeResult, second: RangeResult, boundary: int) -> RangeResult | None:
+    """Join the results of two consecutive byte ranges of one file, as one reading would give.
+
+    The second range's pending tensors are settled with the plugins the first range learnt
+    (kept, or dropped as the reference would have skipped them). None when the ranges cannot
+    be joined exactly (a restart, a tag whose reading depends on what came before the
+    boundary): then the file is read again in one piece.
+    """
+    if first.restarts or second.restarts or first.stopped_at != boundary:
+        return None
+    if any(first.plugins.get(tag) in _READ_PLUGINS for tag in second.unsure):
+        return None
+    dropped = _settle_pending(first, second)
+    if dropped is None or _crosses_boundary(first, second, dropped):
+        return None
+    read = first.values_read + second.values_read
+    kept = first.values_kept + second.values_kept
+    for tag in dropped:
+        read -= second.pending[tag].read
+        kept -= second.pending[tag].kept
+    collided = {tag for tag, _, _ in first.collisions}
+    later = [c for c in second.collisions if c[0] not in collided and c[0] not in dropped]
+    tally = _joined_tally(first.tally, second.tally)
+    if len(dropped) < len(second.pending):
+        tally.encodings.add("tensor")
+    return RangeResult(
+        data=merge([first.data, _without_tags(second.data, dropped)]),
+        values_read=read,
+        values_kept=kept,
+        tally=tally,
+        size=first.size,
+        collisions=[*first.collisions, *later],
+        plugins={**first.plugins, **second.plugins},
+    )
+
+
+_READ_PLUGINS = ("histograms", "scalars")
+_PENDING_KIND = {"histograms": "histogram", "scalars": "scalar"}
+
+
+def _settle_pending(first: RangeResult, second: RangeResult) -> set[str] | None:
+    """Tags whose pending values the reference would have skipped; None if one cannot tell."""
+    dropped = set()
+    for tag, pending in second.pending.items():
+        plugin = first.plugins.get(tag)
+        if tag in second.plugins:
+            return None  # the plugin is named again later in the range: values of both kinds
+        if plugin in _PENDING_KIND:
+            if pending.kinds != {_PENDING_KIND[plugin]}:
+                return None  # e.g. a scalar-shaped tensor under "histograms": reference damage
+        else:
+            dropped.add(tag)
+    return dropped
+
+
+def _crosses_boundary(first: RangeResult, second: RangeResult, dropped: set[str]) -> bool:
+    """Whether a tag's steps do not rise across the boundary (restart or collision group)."""
+    for tag, ((hist_first, _), (scalar_first, _)) in second.steps.items():
+        before = first.steps.get(tag)
+        if before is None or tag in dropped:
+            continue
+        (_, hist_last), (_, scalar_last) = before
+        if hist_first is not None and hist_last is not None and hist_first <= hist_last:
+            return True
+        if scalar_first is not None and scalar_last is not None and scalar_first <= scalar_last:
+            return True
+    return False
+
+
+def _without_tags(data: RunData, tags: set[str]) -> RunData:
+    if not tags:
+        return data
+    return replace(
+        data,
+        histograms={key: s for key, s in data.histograms.items() if key[0] not in tags},
+        scalars={tag: s for tag, s in data.scalars.items() if tag not in tags},
+    )
+
+
+def _joined_tally(first: FileTally, second: FileTally) -> FileTally:
+    return FileTally(
+        records=first.records + second.records,
+        events=first.events + second.events,
+        file_version=first.file_version if first.file_version is not None else second.file_version,
+        writer=first.writer if first.writer is not None else second.writer,
+        whats=first.whats | second.whats,
+        encodings=first.encodings | second.encodings,
+    )
+
+
+SPLIT_SEARCH = 8 << 20  # bytes searched after the middle for a step boundary
+
+
+def split_offset(path: str, size: int) -> int | None:
+    """Where to split a file in two ranges: the first record after the middle (by the resync
+    rule: both CRCs verify) that starts a new, higher step, so that no index group of a step
+    is cut. None when there is none near the middle (damage, or no summary steps)."""
+    middle = size // 2
+    try:
+        with open_binary(path) as stream:
+            stream.seek(middle)
+            window = Window(stream, 1 << 20)
+            window.base = middle
+            return _step_boundary(window, middle + SPLIT_SEARCH)
+    except OSError:
+        return None
+
+
+def _step_boundary(window: Window, give_up: int) -> int | None:
+    previous: int | None = None
+    pos = 0
+    while pos >= 0 and window.base + pos < give_up:
+        items, pos = frame_at(window, pos)
+        for item in items:
+            step = _summary_step(item.payload) if isinstance(item, Frame) else None
+            if step is not None and previous is not None and step > previous:
+                return item.offset
+            previous = step
+    return None
+
+
+def _summary_step(payload: bytes) -> int | None:
+    """The step of a summary event (None for anything else)."""
+    try:
+        event = event_pb2.Event.FromString(payload)
+    except DecodeError:
+        return None
+    return int(event.step) if event.WhichOneof("what") == "summary" else None

@@ -1,0 +1,382 @@
+"""The C engine (gradcheck._scan + gradcheck.fastpath) gives exactly what the reference reader
+gives: same series (steps, wall times, statistics, fingerprints), notices, damage and FileInfo,
+on real writers' files, edge cases, damaged files, the corpus, and when a file is split in two
+byte ranges read apart."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import google_crc32c
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tensorboard.compat.proto import summary_pb2, types_pb2
+
+from gradcheck import fastpath, parallel
+from gradcheck.framing import masked_crc32c
+from gradcheck.parts import FilePart, file_part, reduce_file, reduce_file_reference, reduce_range
+from gradcheck.series import RunData
+from gradcheck.stats import histogram_stats_batch
+from gradcheck.steps import StepWindow
+from tests import eventfiles as ef
+
+pytestmark = pytest.mark.skipif(not fastpath.available(), reason="C extension not built")
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+# GRADCHECK_EXAMPLES=3000 runs a longer search.
+SETTINGS = settings(
+    max_examples=int(os.environ.get("GRADCHECK_EXAMPLES", "120")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+def assert_same(reference: RunData, fast: RunData) -> None:
+    """Equal RunData, bit for bit (NaN equal to NaN)."""
+    assert fast.run == reference.run
+    assert fast.files == reference.files
+    assert fast.file_infos == reference.file_infos
+    assert fast.damages == reference.damages
+    assert fast.notices == reference.notices
+    assert list(fast.histograms) == list(reference.histograms)
+    for key, expected in reference.histograms.items():
+        got = fast.histograms[key]
+        assert got.encoding == expected.encoding, key
+        assert np.array_equal(got.steps, expected.steps), key
+        assert np.array_equal(got.wall_times, expected.wall_times, equal_nan=True), key
+        assert np.array_equal(got.stats, expected.stats, equal_nan=True), key
+        assert np.array_equal(got.fingerprints, expected.fingerprints), key
+    assert list(fast.scalars) == list(reference.scalars)
+    for tag, expected_scalar in reference.scalars.items():
+        got_scalar = fast.scalars[tag]
+        assert np.array_equal(got_scalar.steps, expected_scalar.steps), tag
+        assert np.array_equal(got_scalar.values, expected_scalar.values, equal_nan=True), tag
+
+
+def both_engines(path: Path | str, window: StepWindow | None = None) -> tuple[FilePart, FilePart]:
+    window = window or StepWindow()
+    return reduce_file_reference(str(path), "run", window), reduce_file(str(path), "run", window)
+
+
+def check_file(path: Path | str, window: StepWindow | None = None) -> FilePart:
+    reference, fast = both_engines(path, window)
+    assert_same(reference.data, fast.data)
+    assert (fast.values_read, fast.values_kept) == (reference.values_read, reference.values_kept)
+    return fast
+
+
+def check_split(path: Path | str, boundary: int, window: StepWindow | None = None) -> bool:
+    """Read ``path`` as two ranges meeting at ``boundary``; if they join, they match the
+    reference. Returns whether they joined (else the pipeline reads the file again whole)."""
+    window = window or StepWindow()
+    first = reduce_range(str(path), "run", window, 0, boundary)
+    second = reduce_range(str(path), "run", window, boundary, -1)
+    joined = fastpath.merge_ranges(first, second, boundary)
+    if joined is None:
+        return False
+    part = file_part(joined, str(path), "run")
+    reference = reduce_file_reference(str(path), "run", window)
+    assert_same(reference.data, part.data)
+    assert (part.values_read, part.values_kept) == (reference.values_read, reference.values_kept)
+    return True
+
+
+COMMITTED = sorted(
+    str(p.relative_to(REPO))
+    for folder in ("tests/data/writers", "sample_runs")
+    for p in (REPO / folder).rglob("*tfevents*")
+)
+
+
+@pytest.mark.parametrize("relative", COMMITTED)
+def test_committed_fixtures_read_the_same(relative: str) -> None:
+    part = check_file(REPO / relative)
+    assert part.values_read > 0
+
+
+@pytest.mark.parametrize("relative", COMMITTED)
+def test_committed_fixtures_read_the_same_in_a_step_window(relative: str) -> None:
+    check_file(REPO / relative, StepWindow(2, 5))
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus absent")
+def test_corpus_reads_the_same() -> None:
+    files = sorted(p for p in (CORPUS / "runs").rglob("*tfevents*") if p.is_file())
+    assert len(files) > 20
+    for path in files:
+        check_file(path)
+
+
+# --------------------------------------------------------------------------------------------
+# Edge cases written with tensorboard's record writer
+# --------------------------------------------------------------------------------------------
+
+
+def keras3_step(step: int) -> object:
+    rng = np.random.default_rng(step)
+    kernels = [rng.normal(size=n) for n in (50, 5000, 5500)]
+    return ef.summary_event(
+        step,
+        [
+            ef.tensor_histogram("kernel/histogram", ef.tf2_buckets(k), first=step == 0)
+            for k in kernels
+        ]
+        + [ef.simple_scalar("loss", 1.0 / (step + 1))],
+    )
+
+
+def histo_step(step: int, tags: tuple[str, ...] = ("w", "b")) -> object:
+    values = [ef.histo_of(tag, np.arange(5.0) * (step + 1) + len(tag)) for tag in tags]
+    return ef.summary_event(step, [*values, ef.simple_scalar("loss", float(step))])
+
+
+def odd_values() -> list[object]:
+    """Values the C scanner leaves to the reference decoder, or reads in a less common form."""
+    rng = np.random.default_rng(0)
+    buckets = ef.tf2_buckets(rng.normal(size=100))
+    image = summary_pb2.Summary.Value(tag="img", image=summary_pb2.Summary.Image(height=1))
+    unpacked = ef.histo_of("unpacked", rng.normal(size=50))
+    return [
+        ef.summary_event(1, [ef.tensor_histogram("f32", buckets, dtype=types_pb2.DT_FLOAT)]),
+        ef.summary_event(1, [ef.tensor_histogram("half", buckets, dtype=types_pb2.DT_HALF)]),
+        ef.summary_event(1, [ef.tensor_histogram("typed", buckets, as_content=False)]),
+        ef.summary_event(1, [ef.tensor_scalar("acc", 0.5)]),
+        ef.summary_event(1, [ef.tensor_scalar("acc64", 0.25, dtype=types_pb2.DT_DOUBLE)]),
+        ef.summary_event(
+            1, [ef.tensor_value("bad", np.ones((2, 2)), plugin="histograms")]
+        ),  # wrong shape: damage
+        ef.summary_event(1, [ef.tensor_value("sc", np.ones(3), plugin="scalars")]),
+        ef.summary_event(1, [ef.tensor_value("txt", np.ones(3), plugin="text")]),
+        ef.summary_event(2, [image, ef.simple_scalar("loss", 2.0)]),
+        ef.summary_event(2, [unpacked]),
+        ef.summary_event(2, [ef.histo("empty", [], [], min=0, max=0, num=0, sum=0, sum_squares=0)]),
+        ef.summary_event(2, [ef.tensor_histogram("f32", buckets, first=False)]),
+        ef.summary_event(3, [ef.tensor_histogram("typed", buckets, first=False)]),
+        ef.summary_event(3, [ef.tensor_scalar("acc", 0.75, first=False)]),
+        ef.graph(),
+        ef.source_writer("my.writer"),
+    ]
+
+
+EDGE_CASES = {
+    "keras3_collisions": [ef.file_version(), *(keras3_step(s) for s in (0, 3, 6, 9))],
+    "restarts": [ef.file_version(), *(histo_step(s) for s in (0, 1, 2, 3, 2, 3, 4, 1, 2))],
+    "odd_values": [ef.file_version(), *odd_values()],
+    "no_file_version": [histo_step(s) for s in range(3)],
+    "empty_events": [ef.Event(wall_time=1.0), ef.summary_event(0, [])],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_CASES))
+def test_edge_cases_read_the_same(tmp_path: Path, name: str) -> None:
+    path = tmp_path / f"events.out.tfevents.1.host.{name}"
+    ef.write_events(path, EDGE_CASES[name])
+    check_file(path)
+
+
+def test_collisions_and_restarts_are_noticed_by_the_c_engine(tmp_path: Path) -> None:
+    path = tmp_path / "events.out.tfevents.1.v2"
+    ef.write_events(path, EDGE_CASES["keras3_collisions"])
+    part = check_file(path)
+    (notice,) = part.data.notices
+    assert notice.kind == "tag_collision" and "element counts 50, 5000, 5500" in notice.message
+    assert [key for key in part.data.histograms] == [("kernel/histogram", i) for i in range(3)]
+    ef.write_events(path, EDGE_CASES["restarts"])
+    part = check_file(path)
+    assert [(n.kind, n.step) for n in part.data.notices] == [("restart", 2), ("restart", 1)]
+
+
+def test_odd_values_damage_and_writer_as_the_reference(tmp_path: Path) -> None:
+    path = tmp_path / "events.out.tfevents.1.host"
+    ef.write_events(path, EDGE_CASES["odd_values"])
+    part = check_file(path)
+    assert {damage.kind for damage in part.data.damages} == {"undecodable"}
+    assert part.data.file_infos[0].writer == "my.writer"
+    assert set(part.data.scalars) == {"acc", "acc64", "loss"}
+
+
+def test_empty_missing_and_unreadable_files(tmp_path: Path) -> None:
+    empty = tmp_path / "events.out.tfevents.empty"
+    empty.write_bytes(b"")
+    folder = tmp_path / "events.out.tfevents.folder"
+    folder.mkdir()
+    for path in (empty, folder, tmp_path / "gone"):
+        check_file(path)
+
+
+# --------------------------------------------------------------------------------------------
+# Damage: both engines lose the same bytes and say the same
+# --------------------------------------------------------------------------------------------
+
+PAYLOADS = [e.SerializeToString() for e in [ef.file_version(), *(histo_step(s) for s in range(8))]]
+DATA = ef.frame(PAYLOADS)
+
+
+@SETTINGS
+@given(flips=st.lists(st.tuples(st.integers(0, len(DATA) - 1), st.integers(0, 7)), max_size=4))
+def test_bit_flips_read_the_same(tmp_path: Path, flips: list[tuple[int, int]]) -> None:
+    data = bytearray(DATA)
+    for position, bit in flips:
+        data[position] ^= 1 << bit
+    path = tmp_path / "events.out.tfevents.flipped"
+    path.write_bytes(bytes(data))
+    check_file(path)
+
+
+@SETTINGS
+@given(cut=st.integers(0, len(DATA)), garbage=st.binary(max_size=40), at=st.integers(0, len(DATA)))
+def test_truncation_and_garbage_read_the_same(
+    tmp_path: Path, cut: int, garbage: bytes, at: int
+) -> None:
+    path = tmp_path / "events.out.tfevents.damaged"
+    path.write_bytes(DATA[:cut])
+    check_file(path)
+    path.write_bytes(DATA[:at] + garbage + DATA[at:])
+    check_file(path)
+
+
+@SETTINGS
+@given(payloads=st.lists(st.binary(max_size=200), min_size=1, max_size=6))
+def test_garbage_payloads_with_valid_crcs_read_the_same(
+    tmp_path: Path, payloads: list[bytes]
+) -> None:
+    """Random bytes framed with good CRCs: the C decoder must never read past a field, never
+    crash, and hand anything it does not understand to the reference decoder."""
+    path = tmp_path / "events.out.tfevents.garbage"
+    path.write_bytes(ef.frame(payloads))
+    check_file(path)
+
+
+@SETTINGS
+@given(
+    position=st.integers(0, 2000),
+    flips=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 7)), min_size=1, max_size=3),
+)
+def test_mutated_payloads_with_valid_crcs_read_the_same(
+    tmp_path: Path, position: int, flips: list[tuple[int, int]]
+) -> None:
+    """Bit flips inside a real Event payload, re-framed with good CRCs (protobuf-level damage)."""
+    payloads = list(PAYLOADS)
+    index = 1 + position % (len(payloads) - 1)
+    payload = bytearray(payloads[index])
+    for offset, bit in flips:
+        payload[offset % len(payload)] ^= 1 << bit
+    payloads[index] = bytes(payload)
+    path = tmp_path / "events.out.tfevents.mutated"
+    path.write_bytes(ef.frame(payloads))
+    check_file(path)
+
+
+# --------------------------------------------------------------------------------------------
+# Two byte ranges read apart (two processes share a big file)
+# --------------------------------------------------------------------------------------------
+
+
+def tf2_steps(steps: range, first_plugin_step: int = 0) -> list[object]:
+    rng = np.random.default_rng(1)
+    events: list[object] = [ef.file_version()]
+    for step in steps:
+        for tag in ("weights/dense/kernel", "gradients/dense/kernel"):
+            buckets = ef.tf2_buckets(rng.normal(size=200) * (step + 1))
+            first = step == first_plugin_step
+            events.append(ef.summary_event(step, [ef.tensor_histogram(tag, buckets, first=first)]))
+        events.append(
+            ef.summary_event(step, [ef.tensor_scalar("loss", 1.0 / (step + 1), first=first)])
+        )
+    return events
+
+
+@pytest.mark.parametrize(
+    "name", ["tf2", "keras3_collisions", "histo", "restart_across", "plugin_named_late"]
+)
+def test_two_ranges_join_to_the_reference(tmp_path: Path, name: str) -> None:
+    events = {
+        "tf2": tf2_steps(range(40)),
+        "keras3_collisions": [ef.file_version(), *(keras3_step(s) for s in range(30))],
+        "histo": [ef.file_version(), *(histo_step(s) for s in range(40))],
+        "restart_across": [
+            ef.file_version(),
+            *(histo_step(s) for s in [*range(20), *range(10, 30)]),
+        ],
+        "plugin_named_late": tf2_steps(range(40), first_plugin_step=30),
+    }[name]
+    path = tmp_path / "events.out.tfevents.1.v2"
+    ef.write_events(path, events)
+    boundary = fastpath.split_offset(str(path), path.stat().st_size)
+    assert boundary is not None
+    joined = check_split(path, boundary)
+    # A restart across the boundary, or a plugin named only after it, cannot be joined
+    # exactly: the pipeline then reads the file again in one piece.
+    assert joined == (name not in ("restart_across", "plugin_named_late"))
+    check_split(path, boundary, StepWindow(5, 25))
+
+
+def test_split_offset_starts_a_new_step_at_a_verifiable_record(tmp_path: Path) -> None:
+    path = tmp_path / "events.out.tfevents.1.v2"
+    offsets = ef.write_events(path, tf2_steps(range(10)))
+    boundary = fastpath.split_offset(str(path), path.stat().st_size)
+    assert boundary in offsets
+    at = offsets.index(boundary)
+    assert at % 3 == 1  # the first of a step's three events (after file_version)
+
+
+def test_pool_over_files_and_ranges_matches_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parallel, "SPLIT_SIZE", 1)
+    monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 1)
+    files = []
+    for number in range(3):
+        path = tmp_path / f"events.out.tfevents.{number}.v2"
+        ef.write_events(path, tf2_steps(range(number * 10, number * 10 + 12)))
+        files.append((str(path), str(tmp_path)))
+
+    class Silent:
+        def reporter(self) -> None:
+            return None
+
+        def advance(self, size: int) -> None:
+            self.done = getattr(self, "done", 0) + size
+
+    progress = Silent()
+    pooled = parallel.read_files(files, StepWindow(), progress, jobs=2)
+    assert progress.done == sum(Path(path).stat().st_size for path, _ in files)
+    for (path, _), part in zip(files, pooled, strict=True):
+        reference = reduce_file_reference(path, str(tmp_path), StepWindow())
+        assert_same(reference.data, part.data)
+
+
+# --------------------------------------------------------------------------------------------
+# Pieces
+# --------------------------------------------------------------------------------------------
+
+
+@given(data=st.binary(max_size=3000))
+def test_c_crc32c_matches_google_crc32c(data: bytes) -> None:
+    from gradcheck import _scan  # type: ignore[attr-defined]
+
+    assert _scan.masked_crc32c(data) == masked_crc32c(data)
+    assert _scan.crc32c_software(data) == google_crc32c.value(data)
+
+
+def test_statistics_do_not_depend_on_the_position_in_a_batch() -> None:
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 1000, size=(3000, 30)).astype(float)
+    right = np.sort(rng.normal(size=(3000, 30)), axis=1)
+    left = np.concatenate([right[:, :1] - 1, right[:, :-1]], axis=1)
+    fields, present = np.zeros((3000, 5)), np.zeros((3000, 5), dtype=bool)
+    whole = histogram_stats_batch(left, right, counts, fields, present)
+    tail = histogram_stats_batch(
+        left[2000:], right[2000:], counts[2000:], fields[2000:], present[2000:]
+    )
+    assert np.array_equal(whole[2000:], tail, equal_nan=True)
+
+
+def test_no_ext_environment_variable_selects_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert fastpath.available()
+    monkeypatch.setenv("GRADCHECK_NO_EXT", "1")
+    assert not fastpath.available()
