@@ -22,6 +22,7 @@ from gradcheck.series import RunData
 from gradcheck.stats import histogram_stats_batch
 from gradcheck.steps import StepWindow
 from tests import eventfiles as ef
+from tests.test_reader import keras3_step
 
 pytestmark = pytest.mark.skipif(not fastpath.available(), reason="C extension not built")
 
@@ -116,19 +117,6 @@ def test_corpus_reads_the_same() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def keras3_step(step: int) -> object:
-    rng = np.random.default_rng(step)
-    kernels = [rng.normal(size=n) for n in (50, 5000, 5500)]
-    return ef.summary_event(
-        step,
-        [
-            ef.tensor_histogram("kernel/histogram", ef.tf2_buckets(k), first=step == 0)
-            for k in kernels
-        ]
-        + [ef.simple_scalar("loss", 1.0 / (step + 1))],
-    )
-
-
 def histo_step(step: int, tags: tuple[str, ...] = ("w", "b")) -> object:
     values = [ef.histo_of(tag, np.arange(5.0) * (step + 1) + len(tag)) for tag in tags]
     return ef.summary_event(step, [*values, ef.simple_scalar("loss", float(step))])
@@ -182,9 +170,16 @@ def test_collisions_and_restarts_are_noticed_by_the_c_engine(tmp_path: Path) -> 
     path = tmp_path / "events.out.tfevents.1.v2"
     ef.write_events(path, EDGE_CASES["keras3_collisions"])
     part = check_file(path)
-    (notice,) = part.data.notices
-    assert notice.kind == "tag_collision" and "element counts 50, 5000, 5500" in notice.message
-    assert [key for key in part.data.histograms] == [("kernel/histogram", i) for i in range(3)]
+    kernel, bias = part.data.notices
+    assert (kernel.kind, kernel.tag, bias.tag) == (
+        "tag_collision",
+        "kernel/histogram",
+        "bias/histogram",
+    )
+    assert "element counts 50, 5000, 5500" in kernel.message
+    assert [key for key in part.data.histograms] == [
+        (tag, i) for tag in ("kernel/histogram", "bias/histogram") for i in range(3)
+    ]
     ef.write_events(path, EDGE_CASES["restarts"])
     part = check_file(path)
     assert [(n.kind, n.step) for n in part.data.notices] == [("restart", 2), ("restart", 1)]
