@@ -335,7 +335,7 @@ def _percentiles(
     share = np.cumsum(counts, axis=1) / np.where(total > 0, total, 1.0)[:, None]
     levels = np.array(PERCENTILES) / 100.0
     targets = np.tile(levels, batch)
-    below_level = (share[:, :, None] < levels[None, None, :]).sum(axis=1)
+    below_level = np.stack([(share < level).sum(axis=1) for level in levels], axis=1)
     rows = np.repeat(np.arange(batch), levels.size)
     bucket = np.clip(below_level.ravel(), 0, width - 1)
     inside = counts[rows, bucket]
