@@ -64,7 +64,7 @@ def analyze_run(
     # units give zero gradients and NaN weights stop moving, which says nothing new.
     healthy_before = _first_trouble(findings)
     healthy = [before(p, healthy_before) for p in parameters]
-    healthy_context = run_context(data, healthy, config, norms)
+    healthy_context = run_context(data, healthy, config, norms, healthy_before)
     for parameter in healthy:
         findings[parameter.name] += _findings(parameter, healthy_context, QUIET_RULES)
     context = dataclasses.replace(context, movements=healthy_context.movements)
@@ -118,9 +118,15 @@ def _first_trouble(findings: Mapping[str, list[Finding]]) -> int | None:
 
 
 def run_context(
-    data: RunData, parameters: list[Parameter], config: Config, norms: list[GlobalNorm]
+    data: RunData,
+    parameters: list[Parameter],
+    config: Config,
+    norms: list[GlobalNorm],
+    before_step: int | None = None,
 ) -> RunContext:
-    """Everything the rules compare a parameter with."""
+    """Everything the rules compare a parameter with; with ``before_step``, the training loss
+    is restricted to the steps before it, like the parameters (the healthy steps): a loss
+    that stalls or soars after a blow-up says nothing about the gradients before it."""
     levels = {p.name: gradient_level(p) for p in parameters}
     finite_levels = {name: level for name, level in levels.items() if np.isfinite(level)}
     largest_name = max(finite_levels, key=finite_levels.__getitem__, default="")
@@ -132,7 +138,7 @@ def run_context(
             if finite.size >= 6 and early > 0:
                 decays.append(late / early)
     finite_early = [level for level in early_levels if math.isfinite(level)]
-    loss = training_loss(data)
+    loss = _loss_before(training_loss(data), before_step)
     movements = _movements(parameters)
     ceilings = [c for g in norms if (c := pinned_ceiling(g.values, config)) is not None]
     return RunContext(
@@ -175,6 +181,14 @@ def training_loss(data: RunData) -> ScalarSeries | None:
     if not candidates:
         return None
     return min(candidates, key=lambda s: (training_loss_rank(s.tag), -len(s)))
+
+
+def _loss_before(loss: ScalarSeries | None, step: int | None) -> ScalarSeries | None:
+    """The loss at the steps before ``step`` (all of it when None)."""
+    if loss is None or step is None:
+        return loss
+    keep = loss.steps < step
+    return ScalarSeries(loss.tag, loss.steps[keep], loss.values[keep])
 
 
 def _is_loss(tag: str) -> bool:
