@@ -1481,7 +1481,76 @@ static PyObject *mod_crc32c_software(PyObject *Py_UNUSED(module), PyObject *arg)
     return PyLong_FromUnsignedLong(c);
 }
 
+PyDoc_STRVAR(gather_doc,
+"gather(data, rows, starts, sizes, kinds, left, right, counts)\n\n"
+"Fill zero-padded [B, width] float64 bucket matrices from the scanned data column: for each\n"
+"position i, scanned row ``rows[i]`` (its data at ``starts``, ``sizes`` buckets, ``kinds``).\n"
+"Tensor rows hold (left, right, count) triples; histo rows hold the limits then the counts,\n"
+"and their left edge j is limit j-1 (column 0 is left for the caller, who knows ``min``).");
+
+static PyObject *mod_gather(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer b[8];
+    int got = 0;
+    PyObject *result = NULL;
+    PyObject *objects[8];
+    if (!PyArg_UnpackTuple(args, "gather", 8, 8, &objects[0], &objects[1], &objects[2],
+                           &objects[3], &objects[4], &objects[5], &objects[6], &objects[7]))
+        return NULL;
+    for (; got < 8; got++) {
+        int flags = got >= 5 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS;
+        if (PyObject_GetBuffer(objects[got], &b[got], flags) < 0)
+            goto done;
+    }
+    const double *data = b[0].buf;
+    const int64_t *rows = b[1].buf, *starts = b[2].buf;
+    const int32_t *sizes = b[3].buf;
+    const uint8_t *kinds = b[4].buf;
+    double *left = b[5].buf, *right = b[6].buf, *counts = b[7].buf;
+    Py_ssize_t ndata = b[0].len / 8, nrows = b[3].len / 4, count = b[1].len / 8;
+    if (b[2].len / 8 != nrows || b[4].len != nrows || count == 0 || b[5].len != b[6].len ||
+        b[5].len != b[7].len || (b[5].len / 8) % count) {
+        PyErr_SetString(PyExc_ValueError, "gather: inconsistent array sizes");
+        goto done;
+    }
+    Py_ssize_t width = b[5].len / 8 / count;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t r = rows[i];
+        if (r < 0 || r >= nrows) {
+            PyErr_SetString(PyExc_IndexError, "gather: row out of range");
+            goto done;
+        }
+        Py_ssize_t k = sizes[r], s = (Py_ssize_t)starts[r];
+        int tensor = kinds[r] == K_TENSOR_HIST;
+        if (k < 0 || k > width || s < 0 || s + (tensor ? 3 : 2) * k > ndata) {
+            PyErr_SetString(PyExc_IndexError, "gather: bucket data out of range");
+            goto done;
+        }
+        double *l = left + i * width, *rt = right + i * width, *c = counts + i * width;
+        if (tensor) {
+            for (Py_ssize_t j = 0; j < k; j++) {
+                l[j] = data[s + 3 * j];
+                rt[j] = data[s + 3 * j + 1];
+                c[j] = data[s + 3 * j + 2];
+            }
+        } else {
+            for (Py_ssize_t j = 0; j < k; j++) {
+                rt[j] = data[s + j];
+                c[j] = data[s + k + j];
+                l[j] = j ? data[s + j - 1] : 0.0;
+            }
+        }
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int j = 0; j < got; j++)
+        PyBuffer_Release(&b[j]);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"gather", mod_gather, METH_VARARGS, gather_doc},
     {"masked_crc32c", mod_masked_crc32c, METH_O,
      "The TFRecord checksum of a bytes-like object (CRC32C, rotated, plus a constant)."},
     {"crc32c_software", mod_crc32c_software, METH_O,

@@ -384,25 +384,14 @@ def _matrices_of(
         rows = at[members]
         if bool((c.kinds[rows] == _K_TENSOR_HIST).all() and (sizes[members] == width).all()):
             return _tensor_matrices(c, rows, width)
-        size = sizes[members][:, None]
-        start = c.starts[rows][:, None]
-        column = np.arange(width)[None, :]
-        valid = column < size
-        tensor = (c.kinds[rows] == _K_TENSOR_HIST)[:, None]
-        data = c.data
-        limit = np.where(valid, np.where(tensor, start + 3 * column + 1, start + column), 0)
-        right = np.where(valid, data[limit], 0.0)
-        counted = np.where(valid, np.where(tensor, limit + 1, start + size + column), 0)
-        counts = np.where(valid, data[counted], 0.0)
-        left = np.where(valid, data[np.where(tensor, limit - 1, 0)], 0.0)
+        left, right, counts = (np.zeros((rows.size, width)) for _ in range(3))
+        _scan.gather(c.data, rows, c.starts, c.sizes, c.kinds, left, right, counts)
         fields = c.fields[rows]
-        histo = ~tensor[:, 0]
+        histo = c.kinds[rows] == _K_HISTO
         if histo.any():
-            previous = np.where(valid & (column > 0), right[:, np.maximum(column[0] - 1, 0)], 0.0)
-            first = first_left_edges(fields[:, 0], right[:, 0], counts[:, 0])
-            derived = np.where(column == 0, first[:, None], previous)
-            left = np.where(histo[:, None] & valid, derived, left)
-        present = np.broadcast_to(histo[:, None], fields.shape).copy()
+            first = first_left_edges(fields[histo, 0], right[histo, 0], counts[histo, 0])
+            left[histo, 0] = first
+        present = np.repeat(histo[:, None], fields.shape[1], axis=1)
         return left, right, counts, np.where(present, fields, 0.0), present
 
     return matrices
