@@ -21,6 +21,10 @@ from gradcheck.signals import Parameter
 from gradcheck.tags import scalar_role
 
 TREND_POINTS = 24
+MIN_AT_CEILING = {True: 2, False: 5}
+"""Steps at the ceiling that a pinned norm needs, exact or estimated: within the estimate's 2%
+tolerance, two or three noisy steps of an unclipped norm land near its maximum by chance (the
+zoo's deep sigmoid run: 3 of 20 steps within 1%); five chance near-ties are unlikely."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,14 +72,17 @@ def _formed(parameters: list[Parameter]) -> GlobalNorm | None:
     return GlobalNorm(source, common, np.sqrt(squares), exact)
 
 
-def pinned_ceiling(values: np.ndarray, config: Config) -> float | None:
-    """The ceiling a norm is pinned at, or None when it does not look clipped."""
+def pinned_ceiling(values: np.ndarray, config: Config, exact: bool = True) -> float | None:
+    """The ceiling a norm is pinned at, or None when it does not look clipped. A norm estimated
+    from histogram buckets (``exact`` False) scatters around the ceiling by the estimate's
+    error, so it gets the wider ``clip_pinned_tolerance_estimated``."""
     finite = values[np.isfinite(values) & (values > 0)]
     if finite.size < 3:
         return None
     ceiling = float(finite.max())
-    at_ceiling = np.abs(finite - ceiling) <= config.clip_pinned_tolerance * ceiling
-    if at_ceiling.sum() >= 2 and at_ceiling.mean() >= config.clip_pinned_share:
+    tolerance = config.clip_pinned_tolerance if exact else config.clip_pinned_tolerance_estimated
+    at_ceiling = np.abs(finite - ceiling) <= tolerance * ceiling
+    if at_ceiling.sum() >= MIN_AT_CEILING[exact] and at_ceiling.mean() >= config.clip_pinned_share:
         return ceiling
     return None
 
@@ -88,7 +95,9 @@ def clip_info(
     if not usable:
         return None
     main = usable[0]
-    pinned = [(g, c) for g in usable if (c := pinned_ceiling(g.values, config)) is not None]
+    pinned = [
+        (g, c) for g in usable if (c := pinned_ceiling(g.values, config, g.exact)) is not None
+    ]
     finite = main.values[np.isfinite(main.values)]
     healthy = main.values[np.isfinite(main.values)]
     healthy_steps = main.steps[np.isfinite(main.values)]

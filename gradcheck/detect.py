@@ -140,7 +140,7 @@ def run_context(
     finite_early = [level for level in early_levels if math.isfinite(level)]
     loss = _loss_before(training_loss(data), before_step)
     movements = _movements(parameters)
-    ceilings = [c for g in norms if (c := pinned_ceiling(g.values, config)) is not None]
+    ceilings = [c for g in norms if (c := pinned_ceiling(g.values, config, g.exact)) is not None]
     return RunContext(
         config=config,
         parameter_count=len(parameters),

@@ -934,7 +934,12 @@ def tf_loop_weights_only_adagrad_healthy(log_dir: Path) -> None:
 )
 def tf_loop_clip_global_norm_active_healthy(log_dir: Path) -> None:
     tf = _tf()
+    import numpy as np
+
     x, y = _np_blobs()
+    rng = np.random.default_rng(36)
+    noisy = rng.random(len(y)) < 0.3  # label noise keeps the gradient above the clip norm
+    y = np.where(noisy, rng.integers(0, 5, len(y)), y)
     layers = tf.keras.layers
     model = _sequential(
         tf,

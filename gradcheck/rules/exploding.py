@@ -101,7 +101,7 @@ def _gradient_rise(parameter: Parameter, context: RunContext) -> Finding | None:
     gradient = parameter.gradient
     assert gradient is not None
     rise = find_rise(gradient.norm, gradient.steps, gradient.bad_steps, context.config)
-    if rise is None or pinned_ceiling(gradient.norm, context.config) is not None:
+    if rise is None or pinned_ceiling(gradient.norm, context.config, gradient.exact) is not None:
         return None  # a per-parameter clip (Keras clipnorm) holds this norm
     peak_rms = float(np.nanmax(gradient.rms))
     if peak_rms < context.config.explode_level_factor * context.largest_early_level:
