@@ -10,22 +10,27 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-ParameterKind = Literal["bn_affine", "bn_moving", "other"]
+ParameterKind = Literal["bn_affine", "bn_moving", "embedding", "other"]
 
 _BN_LAYER = re.compile(r"(?:batch_?norm|(?:^|[/._])bn\d*(?:[/._]|$))", re.IGNORECASE)
 _BN_MOVING = re.compile(r"(?:moving|running)_(?:mean|var(?:iance)?)$", re.IGNORECASE)
 _BN_AFFINE_KERAS = re.compile(r"(?:^|[/._])(?:gamma|beta)$", re.IGNORECASE)
 _TORCH_AFFINE = re.compile(r"\.(?:weight|bias)$")
+# ``embed.weight``, ``word_embeddings.weight``, Keras ``embedding/embeddings``, ``tok_embed``
+_EMBEDDING = re.compile(r"embed", re.IGNORECASE)
 
 
 def parameter_kind(name: str) -> ParameterKind:
-    """BatchNorm moving statistics, BatchNorm gamma/beta, or anything else (by name)."""
+    """BatchNorm moving statistics, BatchNorm gamma/beta, an embedding table, or anything else
+    (by name)."""
     if _BN_MOVING.search(name):
         return "bn_moving"
     if _BN_AFFINE_KERAS.search(name):
         return "bn_affine"
     if _TORCH_AFFINE.search(name) and _BN_LAYER.search(name.rsplit(".", 1)[0]):
         return "bn_affine"
+    if _EMBEDDING.search(name):
+        return "embedding"
     return "other"
 
 
@@ -123,6 +128,7 @@ def static_hint(kind: ParameterKind, gradients_logged: bool) -> str:
     text = {
         "bn_affine": STATIC_BN_AFFINE,
         "bn_moving": STATIC_BN_MOVING,
+        "embedding": STATIC_PLAIN,
         "other": STATIC_PLAIN,
     }[kind]
     return text if gradients_logged or kind == "bn_moving" else text + STATIC_NO_GRADIENTS

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.test_detect import Values, analyze, gaussian, walking
+from tests.test_detect import Values, analyze, gaussian, healthy_mlp, layer, walking
 
 
 def test_after_a_blow_up_the_loss_of_the_healthy_steps_judges_vanishing() -> None:
@@ -67,3 +67,19 @@ def test_chance_near_ties_of_an_estimated_norm_are_not_clipped() -> None:
     series = {"w": walking(seed=3), "w/grad": lambda s: shape * scales[s]}
     report = analyze(series, encoding="tensor", steps=len(scales))
     assert report.clipping is not None and not report.clipping.clipped
+
+
+def test_an_embedding_table_is_not_vanishing_by_the_stalled_ratio() -> None:
+    """torch_embedding_bag_helper_healthy: an embedding's rows get the gradient of the few
+    tokens that use them, 6e-3 of the head's per element; the loss plateaus on a hard task.
+    The stalled 1e-2 ratio does not apply to it; the plain 1e-3 one still does."""
+    series = healthy_mlp()
+    series["embed.weight"] = walking(seed=40)
+    series["embed.weight/grad"] = gaussian(0.05 * 6e-3, seed=41)
+    series["fc0.weight/grad"] = gaussian(0.05 * 6e-3, seed=42)  # a dense layer as far down
+    stalled = analyze(series, scalars={"loss": lambda s: 1.38 + 0.01 * math.cos(s)})
+    assert layer(stalled, "embed.weight").verdict == "ok"
+    assert layer(stalled, "fc0.weight").verdict == "vanishing"
+    series["embed.weight/grad"] = gaussian(0.05 * 3e-4, seed=41)
+    stalled = analyze(series, scalars={"loss": lambda s: 1.38 + 0.01 * math.cos(s)})
+    assert layer(stalled, "embed.weight").verdict == "vanishing"
