@@ -83,3 +83,16 @@ def test_an_embedding_table_is_not_vanishing_by_the_stalled_ratio() -> None:
     series["embed.weight/grad"] = gaussian(0.05 * 3e-4, seed=41)
     stalled = analyze(series, scalars={"loss": lambda s: 1.38 + 0.01 * math.cos(s)})
     assert layer(stalled, "embed.weight").verdict == "vanishing"
+
+
+def test_static_weights_under_a_gradient_below_float32_resolution_blame_the_gradient() -> None:
+    """keras_fit_tiny_init_tanh_gradient_logger_vanishing: SGD cannot move a weight of RMS 0.01
+    with a gradient of RMS 3e-10 (the update rounds away); the optimizer is not to blame."""
+    series = healthy_mlp()
+    series["fc0.weight"] = lambda s: np.random.default_rng(9).normal(0, 0.01, 256)
+    series["fc0.weight/grad"] = gaussian(3e-10, seed=20)
+    tiny = layer(analyze(series), "fc0.weight")
+    assert "static" in tiny.flags and "below float32 resolution" in tiny.evidence
+    series["fc0.weight/grad"] = gaussian(0.02, seed=20)
+    left_out = layer(analyze(series), "fc0.weight")
+    assert "static" in left_out.flags and "left out of the optimizer" in left_out.evidence

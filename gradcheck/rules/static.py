@@ -58,14 +58,29 @@ def _sibling_moved(parameter: Parameter, context: RunContext) -> bool:
     return False
 
 
+FLOAT32_RESOLUTION = float(np.finfo(np.float32).eps)
+"""A float32 weight changes only when its update exceeds about this fraction of its size."""
+
+
 def _gradient_note(parameter: Parameter) -> str:
-    """A static parameter that still gets gradients is not updated by the optimizer."""
+    """A static parameter that still gets gradients is not updated by the optimizer, unless
+    its gradient is too small for an SGD-style update (learning rate <= 1) to change a float32
+    weight at all: then it stays for the gradient's sake (vanishing), not the optimizer's."""
     gradient = parameter.gradient
     if gradient is None or not np.isfinite(gradient.norm).any():
         return ""
     median = float(np.nanmedian(gradient.norm))
     if not median > 0:
         return "; its gradient is zero"
+    grad_rms = float(np.nanmedian(gradient.rms))
+    weight = parameter.weight
+    weight_rms = float(np.nanmedian(weight.rms)) if weight is not None else float("nan")
+    if grad_rms < FLOAT32_RESOLUTION * weight_rms:
+        return (
+            f"; its gradient (RMS {fmt(grad_rms)}) is below float32 resolution of its weights "
+            f"(RMS {fmt(weight_rms)}): updates proportional to it round away (vanishing "
+            "gradient, or a learning rate far too small)"
+        )
     return (
         f"; its gradient is not zero (median L2 norm {fmt(median)}), so the optimizer does not "
         "update it (left out of the optimizer, or a zero learning rate)"
