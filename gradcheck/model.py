@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal
 
 import numpy as np
 
@@ -20,7 +20,8 @@ import numpy as np
 
 HistogramEncoding = Literal["histo", "tensor"]
 """``histo``: ``Summary.Value.histo`` (HistogramProto: TF1, Keras on TF1 / TF 2.0-2.1, PyTorch,
-tensorboardX). ``tensor``: TF2 ``tf.summary.histogram`` ``[k, 3]`` tensor (plugin ``histograms``)."""
+tensorboardX). ``tensor``: TF2 ``tf.summary.histogram`` ``[k, 3]`` tensor (plugin
+``histograms``)."""
 
 ScalarEncoding = Literal["simple_value", "tensor"]
 
@@ -118,7 +119,7 @@ class FileInfo:
     writer: str | None  # best guess of the writer (source_metadata.writer, file_version, ...)
 
 
-Record = Union[HistogramRecord, ScalarRecord, Damage, Notice, FileInfo]
+Record = HistogramRecord | ScalarRecord | Damage | Notice | FileInfo
 
 
 @dataclass(frozen=True, slots=True)
