@@ -15,7 +15,7 @@ from typing import Literal
 from gradcheck.discover import discover
 from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Record, ScalarRecord
 from gradcheck.reader import element_count, read_run, series_name
-from gradcheck.tags import Role, TagRules, classify_tag
+from gradcheck.tags import DEFAULT_RULES, Role, TagRules
 
 TagKind = Literal["weight histogram", "gradient histogram", "other histogram", "scalar"]
 MAX_ELEMENT_COUNTS = 32  # distinct element counts kept per tag
@@ -41,6 +41,7 @@ class TagSummary:
     last_step: int  # largest step read
     count: int  # values read
     element_counts: tuple[int, ...] = ()  # distinct values per histogram, sorted (histograms)
+    parameter: str | None = None  # normalised parameter name it pairs under (histograms)
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,11 @@ def _tag_summary(
     key: tuple[str, int, bool], tally: _TagTally, rules: TagRules | None
 ) -> TagSummary:
     tag, index, is_histogram = key
-    role: Role | None = classify_tag(tag, rules) if is_histogram else None
+    role: Role | None = None
+    parameter: str | None = None
+    if is_histogram:
+        role, parameter = (rules or DEFAULT_RULES).classify(tag)
+        parameter = series_name(parameter, index)
     return TagSummary(
         tag=tag,
         index=index,
@@ -194,4 +199,5 @@ def _tag_summary(
         last_step=tally.last_step,
         count=tally.count,
         element_counts=tuple(sorted(tally.element_counts)),
+        parameter=parameter,
     )

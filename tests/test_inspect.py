@@ -53,23 +53,27 @@ def test_records_are_summarised_per_run_file_and_tag() -> None:
     )  # fmt: skip
     assert first.damages == (damage,) and report.damages == (damage,)
     assert first.tags == (
-        summary("dense/kernel", "weight", (0, 3, 2), (12,)),
-        summary("gradients/dense/kernel", "gradient", (0, 0, 1), (12,)),
+        summary("dense/kernel", "weight", (0, 3, 2), (12,), "dense/kernel"),
+        summary("gradients/dense/kernel", "gradient", (0, 0, 1), (12,), "dense/kernel"),
         summary("loss", None, (0, 0, 1), ()),
-        summary("layer1/outputs", "other", (3, 3, 2), (32, 64)),
+        summary("layer1/outputs", "other", (3, 3, 2), (32, 64), "layer1/outputs"),
     )
-    only = summary("dense/kernel", "weight", (1, 1, 1), (12,))
+    only = summary("dense/kernel", "weight", (1, 1, 1), (12,), "dense/kernel")
     assert second == FileSummary("b", 10, 1, 1, None, (only,), ())
 
 
 def summary(
-    tag: str, role: str | None, steps_and_count: tuple[int, int, int], counts: tuple[int, ...]
+    tag: str,
+    role: str | None,
+    steps_and_count: tuple[int, int, int],
+    counts: tuple[int, ...],
+    parameter: str | None = None,
 ) -> TagSummary:
     """The expected summary of an index-0 series of the hand-built records above."""
     kind = f"{role} histogram" if role else "scalar"
     encoding = "histo" if role else "simple_value"
     first, last, count = steps_and_count
-    return TagSummary(tag, 0, tag, kind, role, encoding, first, last, count, counts)  # type: ignore[arg-type]
+    return TagSummary(tag, 0, tag, kind, role, encoding, first, last, count, counts, parameter)  # type: ignore[arg-type]
 
 
 def test_collision_indexes_are_separate_series_with_distinct_names() -> None:
@@ -124,3 +128,34 @@ def test_inspect_the_corpus_reports_tails_and_collisions() -> None:
         "bias/histogram",
         "embeddings/histogram",
     }
+
+
+def test_each_histogram_tag_says_which_parameter_it_pairs_under() -> None:
+    records = [
+        histogram("Gradients_dense_0/kernel:0", 0, 4),
+        histogram("dense_0/kernel:0", 0, 4),
+        histogram("kernel/histogram", 0, 50),
+        histogram("kernel/histogram", 0, 5000, index=1),
+        scalar("loss", 0),
+    ]
+    (file,) = inspect_records(records).runs[0].files
+    assert {t.name: (t.role, t.parameter) for t in file.tags} == {
+        "Gradients_dense_0/kernel:0": ("gradient", "dense_0/kernel"),
+        "dense_0/kernel:0": ("weight", "dense_0/kernel"),
+        "kernel/histogram": ("weight", "kernel"),
+        "kernel/histogram#1": ("weight", "kernel#1"),
+        "loss": (None, None),
+    }
+
+
+def test_wide_table_shows_the_parameter_column_narrow_does_not() -> None:
+    from gradcheck.report.inspect_view import inspect_table
+    from gradcheck.report.interface import Env
+
+    report = inspect_records([histogram("Gradients_dense_0/kernel:0", 0, 4)])
+    wide = inspect_table(report, Env(width=120))
+    narrow = inspect_table(report, Env(width=80))
+    assert "parameter" in wide and "dense_0/kernel " in wide
+    assert "parameter" not in narrow
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    assert max(len(line) for line in wide.splitlines()) <= 120

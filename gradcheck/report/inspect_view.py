@@ -123,26 +123,39 @@ def _file_line(file: FileSummary) -> str:
     return " · ".join(parts)
 
 
+WIDE_ENOUGH_FOR_PARAMETER = 110
+"""From this width on, the table also shows the parameter name each histogram tag pairs under
+(always in ``--format json``)."""
+
+
 def _tag_table(tags: tuple[TagSummary, ...], width: int) -> Table:
-    """One row per tag, the tag column taking what the others leave of ``width``."""
+    """One row per tag, the tag (and parameter) columns taking what the others leave."""
     fixed = {"kind": 8, "encoding": 8, "steps": 11, "count": 6, "elements": 9}
-    tag_width = max(12, width - sum(fixed.values()) - len(fixed))
+    with_parameter = width >= WIDE_ENOUGH_FOR_PARAMETER
+    columns = len(fixed) + 1 + with_parameter
+    free = width - sum(fixed.values()) - columns
+    tag_width = max(12, free // 2 if with_parameter else free)
     table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False)
     table.add_column("kind", width=fixed["kind"], no_wrap=True)
     table.add_column("tag", width=min(tag_width, max(len(t.name) for t in tags)), no_wrap=True)
+    if with_parameter:
+        longest = max(len(t.parameter or "–") for t in tags)
+        table.add_column("parameter", width=min(tag_width, longest), no_wrap=True)
     table.add_column("encoding", width=fixed["encoding"], no_wrap=True)
     table.add_column("steps", width=fixed["steps"], no_wrap=True)
     table.add_column("count", width=fixed["count"], justify="right", no_wrap=True)
     table.add_column("elements", width=fixed["elements"], justify="right", no_wrap=True)
     for tag in tags:
-        table.add_row(
-            KIND_LABELS[tag.kind],
-            shorten(tag.name, tag_width),
+        cells = [KIND_LABELS[tag.kind], shorten(tag.name, tag_width)]
+        if with_parameter:
+            cells.append(shorten(tag.parameter or "–", tag_width))
+        cells += [
             ENCODING_LABELS.get(tag.encoding, tag.encoding),
             format_steps((tag.first_step, tag.last_step)),
             str(tag.count),
             _elements(tag.element_counts),
-        )
+        ]
+        table.add_row(*cells)
     return table
 
 
