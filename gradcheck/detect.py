@@ -23,6 +23,7 @@ from gradcheck.model import VERDICTS, LayerResult, RunReport, Verdict
 from gradcheck.rules import (
     Finding,
     RunContext,
+    align_layer_onsets,
     early_and_late,
     find_exploding,
     find_nan,
@@ -59,6 +60,7 @@ def analyze_run(
     norms = global_norms(data, parameters)
     context = run_context(data, parameters, config, norms)
     findings = {p.name: _findings(p, context, BLOW_UP_RULES) for p in parameters}
+    findings = align_layer_onsets(findings)
     _rank_nan_findings(parameters, findings)
     # Vanishing and static are judged on the healthy steps only: after a blow-up, saturated
     # units give zero gradients and NaN weights stop moving, which says nothing new.

@@ -96,3 +96,68 @@ def test_static_weights_under_a_gradient_below_float32_resolution_blame_the_grad
     series["fc0.weight/grad"] = gaussian(0.02, seed=20)
     left_out = layer(analyze(series), "fc0.weight")
     assert "static" in left_out.flags and "left out of the optimizer" in left_out.evidence
+
+
+# --------------------------------------------------------------------------------------------
+# The onset of an exploding rise
+# --------------------------------------------------------------------------------------------
+
+
+def converge_then_climb(step: int, start: float = 0.05) -> float:
+    """A gradient scale that converges 10x per 20 steps down to step 24, then doubles at every
+    step from 25: it leaves 2x of its early baseline only at step 29."""
+    if step < 25:
+        return start * 10 ** (-step / 20)
+    return start * 10 ** (-24 / 20) * 2 ** (step - 24)
+
+
+def test_a_rise_from_far_below_the_baseline_begins_where_the_climb_begins() -> None:
+    """torch_linear_diverging_finite: the norm had converged 5x below its early baseline when
+    the learning rate pushed it past stability; the onset was the last step within 2x of the
+    early baseline (4 logged steps late), it is the first step of the climb."""
+    series = healthy_mlp()
+    series["fc1.weight/grad"] = gaussian(converge_then_climb, seed=21)
+    result = layer(analyze(series), "fc1.weight")
+    assert result.verdict == "exploding"
+    assert result.first_bad_step == 25 and result.stats["explode_onset_step"] == 25
+    assert "the rise began at step 25" in result.evidence
+
+
+def test_a_jump_on_a_noisy_plateau_begins_at_the_jump() -> None:
+    """torch_lr_jump_at_60_into_nan: a norm that swings 1.6x from step to step does not climb
+    when it swings up just before a 1000x jump: the onset is the jump, not the swing."""
+    series = healthy_mlp()
+    swing = lambda s: 0.03 * (1.6 if s % 2 else 1.0) * (1000.0 if s >= 30 else 1.0)  # noqa: E731
+    series["fc1.weight/grad"] = gaussian(swing, seed=21)
+    result = layer(analyze(series), "fc1.weight")
+    assert result.verdict == "exploding" and result.first_bad_step == 30
+
+
+def test_a_bias_rising_with_its_weight_gets_the_weights_onset() -> None:
+    """torch_linear_diverging_finite: the bias's gradient (the batch's summed error) swings 4x
+    from step to step, so the climb it shares with its weight stands out only 2 steps later."""
+    series = healthy_mlp()
+    series["fc0.weight/grad"] = gaussian(converge_then_climb, seed=20)
+    bias = lambda s: 0.01 * (4.0 if s % 2 and s < 25 else 1.0) * 2 ** max(0, s - 24)  # noqa: E731
+    series["fc0.bias/grad"] = gaussian(bias, size=32, seed=30)
+    series["fc0.bias"] = walking(size=32, seed=31)
+    report = analyze(series)
+    weight, bias_result = layer(report, "fc0.weight"), layer(report, "fc0.bias")
+    assert weight.verdict == bias_result.verdict == "exploding"
+    assert weight.first_bad_step == bias_result.first_bad_step == 25
+    assert "the rise began at step 27 (fc0.weight, in the same layer, from step 25)" in (
+        bias_result.evidence
+    )
+
+
+def test_a_rise_that_ends_in_zero_gradients_says_so_and_is_not_nan() -> None:
+    """torch_warmup_too_aggressive_explodes: after the blow-up every ReLU is dead and the
+    gradients are exactly zero; the evidence said 'then turned non-finite'."""
+    blow_up = lambda s: 0.03 * 10 ** (2 * (s - 19)) if 20 <= s < 24 else 0.03  # noqa: E731
+    series = healthy_mlp()
+    series["fc1.weight/grad"] = gaussian(lambda s: blow_up(s) if s < 24 else 0.0, seed=21)
+    result = layer(analyze(series), "fc1.weight")
+    assert result.flags == ("exploding",), result.evidence
+    assert "then collapsed to exactly zero (dead units" in result.evidence
+    assert "non-finite" not in result.evidence and "first_nan_step" not in result.stats
+    assert result.first_bad_step == 20 and result.stats["grad_norm_last"] == 0.0

@@ -34,6 +34,8 @@ class Finding:
     evidence: str
     hint: str
     numbers: Mapping[str, float | int | None] = field(default_factory=dict)
+    until_step: int | None = None
+    """Last step of the episode the finding describes (a rise above the exploding threshold)."""
 
 
 @dataclass(frozen=True)

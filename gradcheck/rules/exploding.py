@@ -4,6 +4,9 @@ holds the global norm."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +24,18 @@ from gradcheck.rules.base import (
 )
 from gradcheck.signals import Parameter
 
-NEAR_BASELINE = 2.0  # a rise starts after the last step within 2x of the baseline
+NEAR_BASELINE = 2.0  # a rise departs from the baseline after the last step within 2x of it
+
+# The onset of a rise walks back from its departure (the first step above 2x the baseline) over
+# the steps that climb: each at least RISE_STEP times the one before it and beyond the series'
+# noise, NOISE_MARGIN times its median step-to-step change on a log scale (over the steps
+# before the departure; with fewer than MIN_NOISE_CHANGES of them, no walk). A norm that had
+# converged far below its early baseline starts climbing well before it leaves 2x of it; a
+# noisy norm's chance swing up just before a jump stays below the margin. The onset is never
+# later than the departure.
+RISE_STEP = 1.1
+NOISE_MARGIN = 2.0
+MIN_NOISE_CHANGES = 3
 
 
 @dataclass(frozen=True)
@@ -30,17 +44,33 @@ class Rise:
 
     baseline: float
     peak_ratio: float
-    onset_step: int
+    onset_step: int  # first step of the climb that leads to the episode
+    departure_step: int  # first step of that climb above 2x the baseline
     first_above_step: int
     last_above_step: int  # last step of the qualifying episode
     steps_above: int
-    into_nonfinite: bool
+    into_nonfinite: bool  # the next logged value is NaN/Inf
+    into_zero: bool  # the series is exactly zero from the next logged value on
+
+    @property
+    def ending(self) -> str:
+        """How the episode ended, for evidence (empty when the series came back down)."""
+        if self.into_nonfinite:
+            return " and then turned non-finite"
+        if self.into_zero:
+            return " and then collapsed to exactly zero (dead units: nothing flows back)"
+        return ""
 
 
 def find_rise(
     values: np.ndarray, steps: np.ndarray, bad_steps: np.ndarray, config: Config
 ) -> Rise | None:
-    """The first sustained rise (or spike) above ``explode_factor`` x the early baseline."""
+    """The first sustained rise (or spike) above ``explode_factor`` x the early baseline.
+
+    A rise that runs into NaN/Inf, or into a gradient that is exactly zero from then on (the
+    blow-up killed the units), counts as sustained. Zero is not non-finite: it only leaves
+    the log-scale arithmetic (baseline, ratios) because it has no logarithm.
+    """
     positive = np.where(values > 0, values, np.nan)
     finite = np.flatnonzero(np.isfinite(positive))
     if finite.size < 3:
@@ -48,25 +78,26 @@ def find_rise(
     baseline = float(np.median(positive[finite[: baseline_size(finite.size, config)]]))
     ratio = positive / baseline
     above = np.nan_to_num(ratio, nan=0.0) >= config.explode_factor
-    bad = np.isin(steps, bad_steps)
-    last_finite = int(finite[-1])
     for start, end in _episodes(above):
-        onset = _onset(ratio, start)
-        if onset == 0 and not ratio[0] <= NEAR_BASELINE:
+        departure = _departure(ratio, start)
+        if departure == 0 and not ratio[0] <= NEAR_BASELINE:
             continue  # high from the first step on: a decay towards the baseline, not a rise
-        runs_into_bad = end < values.size and (bool(bad[end]) or end > last_finite)
-        sustained = end - start >= config.explode_sustain_steps or runs_into_bad
-        sustained |= end - 1 == last_finite and end - start >= 2
+        into_nonfinite, into_zero = _after_episode(values, steps, bad_steps, end, int(finite[-1]))
+        runs_out = into_nonfinite or into_zero
+        sustained = end - start >= config.explode_sustain_steps or runs_out
+        sustained |= end - 1 == int(finite[-1]) and end - start >= 2
         spike = float(np.nanmax(ratio[start:end])) >= config.explode_spike_factor
         if sustained or spike:
             return Rise(
                 baseline=baseline,
                 peak_ratio=float(np.nanmax(ratio[start:])),
-                onset_step=int(steps[onset]),
+                onset_step=int(steps[_climb_start(positive, departure)]),
+                departure_step=int(steps[departure]),
                 first_above_step=int(steps[start]),
                 last_above_step=int(steps[end - 1]),
                 steps_above=int(above[start:].sum()),
-                into_nonfinite=runs_into_bad,
+                into_nonfinite=into_nonfinite,
+                into_zero=into_zero,
             )
     return None
 
@@ -78,12 +109,42 @@ def _episodes(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True))
 
 
-def _onset(ratio: np.ndarray, first_above: int) -> int:
+def _departure(ratio: np.ndarray, first_above: int) -> int:
     """The index after the last step within 2x of the baseline before ``first_above``."""
     index = first_above
     while index > 0 and np.isfinite(ratio[index - 1]) and ratio[index - 1] > NEAR_BASELINE:
         index -= 1
     return index
+
+
+def _climb_start(positive: np.ndarray, departure: int) -> int:
+    """The first index of the climb that reaches ``departure`` (see the comment above
+    ``RISE_STEP``); zero and NaN stop the walk."""
+    with np.errstate(invalid="ignore"):
+        logs = np.log(positive[: departure + 1])
+    changes = np.abs(np.diff(logs[:departure]))
+    changes = changes[np.isfinite(changes)]
+    if changes.size < MIN_NOISE_CHANGES:
+        return departure
+    least = max(math.log(RISE_STEP), NOISE_MARGIN * float(np.median(changes)))
+    index = departure
+    while index > 0 and logs[index] - logs[index - 1] >= least:
+        index -= 1
+    return min(index + 1, departure)
+
+
+def _after_episode(
+    values: np.ndarray, steps: np.ndarray, bad_steps: np.ndarray, end: int, last_positive: int
+) -> tuple[bool, bool]:
+    """Whether the series turned non-finite right after an episode ending at ``end``, or
+    collapsed to exactly zero for good (no positive value after it)."""
+    if end >= values.size:
+        return False, False
+    bad = bool(np.isin(steps[end], bad_steps))
+    gone = end > last_positive  # no positive finite value from ``end`` on
+    nonfinite = bad or (gone and not np.isfinite(values[end]))
+    zero = not bad and gone and bool(values[end] == 0)
+    return nonfinite, zero
 
 
 def find_exploding(parameter: Parameter, context: RunContext) -> Finding | None:
@@ -109,11 +170,10 @@ def _gradient_rise(parameter: Parameter, context: RunContext) -> Finding | None:
     if _loss_improved(context, rise):
         return None  # the loss fell while this gradient grew: a network waking up
     factor = context.config.explode_factor
-    tail = " and then turned non-finite" if rise.into_nonfinite else ""
     evidence = (
         f"gradient L2 norm rose to {fmt(rise.peak_ratio)}x its early baseline "
         f"{fmt(rise.baseline)} (threshold {fmt(factor)}x), above it at {rise.steps_above} "
-        f"logged steps from step {rise.first_above_step}{tail}; the rise began at step "
+        f"logged steps from step {rise.first_above_step}{rise.ending}; the rise began at step "
         f"{rise.onset_step}"
     )
     numbers = {
@@ -129,13 +189,48 @@ def _gradient_rise(parameter: Parameter, context: RunContext) -> Finding | None:
         evidence,
         hints.EXPLODING_RISE,
         numbers,
+        until_step=rise.last_above_step,
     )
 
 
+def align_layer_onsets(findings: Mapping[str, list[Finding]]) -> dict[str, list[Finding]]:
+    """A bias (or BatchNorm beta) whose gradient rise began while its layer's weight (gamma)
+    was already rising gets the weight's onset: both are driven by the same error flowing back
+    into the layer, and the bias's gradient (the error summed over the batch) is the noisier
+    one, so its own climb stands out of its noise later."""
+    aligned = dict(findings)
+    for name, found in findings.items():
+        rise = _gradient_rise_of(found)
+        if rise is None or rise.first_bad_step is None:
+            continue
+        for sibling in hints.sibling_weights(name):
+            leader = _gradient_rise_of(findings.get(sibling, []))
+            if leader is None or leader.first_bad_step is None or leader.until_step is None:
+                continue
+            if leader.first_bad_step < rise.first_bad_step <= leader.until_step:
+                aligned[name] = [_follow(f, sibling, leader.first_bad_step) if f is rise else f
+                                 for f in found]  # fmt: skip
+                break
+    return aligned
+
+
+def _gradient_rise_of(found: list[Finding]) -> Finding | None:
+    """The exploding finding of a gradient rise among ``found`` (None without one)."""
+    return next((f for f in found if "grad_rise_factor" in f.numbers), None)
+
+
+def _follow(finding: Finding, leader: str, onset: int) -> Finding:
+    evidence = f"{finding.evidence} ({leader}, in the same layer, from step {onset})"
+    numbers = {**finding.numbers, "explode_onset_step": onset}
+    return dataclasses.replace(finding, first_bad_step=onset, evidence=evidence, numbers=numbers)
+
+
 def _loss_improved(context: RunContext, rise: Rise) -> bool:
-    """Whether the training loss was lower during the rise than before its onset."""
+    """Whether the training loss was lower during the rise than up to the step it left 2x of
+    its baseline (the departure, not the earlier onset of the climb: the verdict is unchanged
+    by where the climb is found to begin)."""
     steps, values = context.loss_steps, context.loss_values
-    before = values[(steps <= rise.onset_step) & np.isfinite(values)]
+    before = values[(steps <= rise.departure_step) & np.isfinite(values)]
     during = values[(steps >= rise.first_above_step) & (steps <= rise.last_above_step)]
     if before.size == 0 or during.size == 0 or not np.isfinite(during).all():
         return False
