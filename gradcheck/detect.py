@@ -166,6 +166,7 @@ def run_context(
         layer_levels=_layer_levels(finite_levels),
         clip_ceiling=ceilings[0] if ceilings else None,
         moving_stats_moved=_moving_stats_moved(movements, config),
+        gradients_logged=sum(p.gradient is not None for p in parameters),
     )
 
 

@@ -11,6 +11,8 @@ import re
 from typing import Literal
 
 ParameterKind = Literal["bn_affine", "bn_moving", "embedding", "other"]
+GradientLogging = Literal["logged", "not_for_this", "not_in_run"]
+"""Whether a parameter's gradient was logged, or only other parameters' were, or none at all."""
 
 _BN_LAYER = re.compile(r"(?:batch_?norm|(?:^|[/._])bn\d*(?:[/._]|$))", re.IGNORECASE)
 _BN_MOVING = re.compile(r"(?:moving|running)_(?:mean|var(?:iance)?)$", re.IGNORECASE)
@@ -112,6 +114,15 @@ STATIC_NO_GRADIENTS = (
     " Gradients were not logged: log them (gradcheck.keras / gradcheck.torch helpers) to tell a "
     "frozen layer from vanishing gradients."
 )
+STATIC_FROZEN = (
+    "Weights never updated and no gradient logged for them while the run logs other "
+    "parameters' gradients: nothing computes one, as for a frozen parameter "
+    "(requires_grad=False, trainable=False) or one not connected to the loss. Frozen on purpose?"
+)
+STATIC_NO_GRADIENT_HERE = (
+    " No gradient was logged for it while the run logs other parameters' gradients: nothing "
+    "computes one (requires_grad=False, trainable=False, or not connected to the loss)."
+)
 
 
 def vanishing_hint(rule: str, where: Position) -> str:
@@ -123,15 +134,16 @@ def vanishing_hint(rule: str, where: Position) -> str:
     return VANISHING_LATE if where == "late" else VANISHING_EARLY
 
 
-def static_hint(kind: ParameterKind, gradients_logged: bool) -> str:
-    """The hint for a static finding on a parameter of ``kind``."""
-    text = {
-        "bn_affine": STATIC_BN_AFFINE,
-        "bn_moving": STATIC_BN_MOVING,
-        "embedding": STATIC_PLAIN,
-        "other": STATIC_PLAIN,
-    }[kind]
-    return text if gradients_logged or kind == "bn_moving" else text + STATIC_NO_GRADIENTS
+def static_hint(kind: ParameterKind, gradients: GradientLogging) -> str:
+    """The hint for a static finding on a parameter of ``kind``, with what the logged
+    gradients say (BatchNorm moving statistics never have one). A parameter left out of the
+    optimizer still gets a gradient; one without any, in a run that logs them, is frozen."""
+    if kind == "bn_moving":
+        return STATIC_BN_MOVING
+    if gradients == "not_for_this":
+        return STATIC_FROZEN if kind != "bn_affine" else STATIC_BN_AFFINE + STATIC_NO_GRADIENT_HERE
+    text = STATIC_BN_AFFINE if kind == "bn_affine" else STATIC_PLAIN
+    return text if gradients == "logged" else text + STATIC_NO_GRADIENTS
 
 
 _BIAS = re.compile(r"^(?P<stem>.*?)(?P<word>bias|beta)(?P<collision>#\d+)?$", re.IGNORECASE)

@@ -8,7 +8,17 @@ import math
 import numpy as np
 import pytest
 
-from tests.test_detect import Values, analyze, gaussian, healthy_mlp, layer, walking
+from gradcheck import hints
+from tests.test_detect import (
+    Values,
+    analyze,
+    constant,
+    frozen,
+    gaussian,
+    healthy_mlp,
+    layer,
+    walking,
+)
 
 
 def test_after_a_blow_up_the_loss_of_the_healthy_steps_judges_vanishing() -> None:
@@ -161,3 +171,38 @@ def test_a_rise_that_ends_in_zero_gradients_says_so_and_is_not_nan() -> None:
     assert "then collapsed to exactly zero (dead units" in result.evidence
     assert "non-finite" not in result.evidence and "first_nan_step" not in result.stats
     assert result.first_bad_step == 20 and result.stats["grad_norm_last"] == 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# Frozen parameters: no gradient logged for them
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_parameter_without_gradient_in_a_run_that_logs_gradients_is_frozen() -> None:
+    """torch_finetune_frozen_backbone_bn: gradcheck's helpers log no gradient for a parameter
+    with requires_grad=False; the hint said to log gradients, which the run does."""
+    series = healthy_mlp() | {"backbone.weight": frozen(seed=50)}
+    result = layer(analyze(series), "backbone.weight")
+    assert result.verdict == "static"
+    assert "no gradient was logged for it (3 other parameters have one): frozen" in (
+        result.evidence
+    )
+    assert result.hint == hints.STATIC_FROZEN
+    weights_only = {name: values for name, values in series.items() if "grad" not in name}
+    result = layer(analyze(weights_only), "backbone.weight")
+    assert result.verdict == "static" and "no gradient was logged" not in result.evidence
+    assert result.hint.endswith(hints.STATIC_NO_GRADIENTS)
+
+
+def test_a_frozen_batchnorm_without_gradients_says_frozen_and_its_statistics_do_not() -> None:
+    """The same for BatchNorm gamma (trainable=False); its moving statistics never have a
+    gradient, so nothing is said about gradients for them."""
+    series = healthy_mlp() | {
+        "bn.weight": constant(1.0),
+        "bn.running_mean": constant(0.5),
+    }
+    report = analyze(series)
+    gamma, moving = layer(report, "bn.weight"), layer(report, "bn.running_mean")
+    assert gamma.verdict == moving.verdict == "static"
+    assert gamma.hint == hints.STATIC_BN_AFFINE + hints.STATIC_NO_GRADIENT_HERE
+    assert moving.hint == hints.STATIC_BN_MOVING and "gradient" not in moving.evidence

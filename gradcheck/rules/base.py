@@ -61,6 +61,8 @@ class RunContext:
     clip_ceiling: float | None  # the global norm is pinned here: clipping holds it
     moving_stats_moved: Mapping[str, bool] = field(default_factory=dict)
     """BatchNorm layer -> whether its moving statistics moved (layers that logged them)."""
+    gradients_logged: int = 0
+    """How many of the run's parameters have a logged gradient."""
 
 
 def severity(verdict: Verdict, excess: float) -> float:

@@ -34,7 +34,8 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | None:
     kind = hints.parameter_kind(parameter.name)
     evidence = (
         f"{what} (threshold {fmt(threshold)}), while other weights moved up to "
-        f"{fmt(others_moved)}{_gradient_note(parameter)}{_bn_note(parameter, kind, context)}"
+        f"{fmt(others_moved)}{_gradient_note(parameter, context)}"
+        f"{_bn_note(parameter, kind, context)}"
     )
     excess = threshold / max(moved, 1e-12)
     return Finding(
@@ -42,7 +43,7 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | None:
         severity("static", excess) if not move.bit_identical else BASE_SEVERITY["static"] + 0.99,
         int(weight.steps[0]),
         evidence,
-        hints.static_hint(kind, parameter.gradient is not None),
+        hints.static_hint(kind, _gradient_logging(parameter, context)),
         {"weight_movement": moved},
     )
 
@@ -62,11 +63,25 @@ FLOAT32_RESOLUTION = float(np.finfo(np.float32).eps)
 """A float32 weight changes only when its update exceeds about this fraction of its size."""
 
 
-def _gradient_note(parameter: Parameter) -> str:
+def _gradient_logging(parameter: Parameter, context: RunContext) -> hints.GradientLogging:
+    """Whether this parameter's gradient was logged, only other parameters', or none."""
+    if parameter.gradient is not None:
+        return "logged"
+    return "not_for_this" if context.gradients_logged > 0 else "not_in_run"
+
+
+def _gradient_note(parameter: Parameter, context: RunContext) -> str:
     """A static parameter that still gets gradients is not updated by the optimizer, unless
     its gradient is too small for an SGD-style update (learning rate <= 1) to change a float32
-    weight at all: then it stays for the gradient's sake (vanishing), not the optimizer's."""
+    weight at all: then it stays for the gradient's sake (vanishing), not the optimizer's. One
+    without a gradient in a run that logs gradients gets none at all (frozen)."""
     gradient = parameter.gradient
+    frozen = _gradient_logging(parameter, context) == "not_for_this"
+    if frozen and hints.parameter_kind(parameter.name) != "bn_moving":
+        return (
+            f"; no gradient was logged for it ({context.gradients_logged} other parameters have "
+            "one): frozen (requires_grad=False, trainable=False) or not connected to the loss"
+        )
     if gradient is None or not np.isfinite(gradient.norm).any():
         return ""
     median = float(np.nanmedian(gradient.norm))
