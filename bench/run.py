@@ -89,10 +89,18 @@ class Result:
     problem: str  # "" when the run succeeded and its output checked out
 
 
-def child_environment() -> dict[str, str]:
-    """The environment for measured processes: quiet TensorFlow, no GPU, OpenBLAS defaults."""
+def child_environment(data: Path) -> dict[str, str]:
+    """The environment for measured processes: quiet TensorFlow, no GPU, OpenBLAS defaults.
+
+    Bytecode is cached (under ``data/pycache``, outside the source tree), as for an installed
+    package: with ``PYTHONDONTWRITEBYTECODE`` every run compiled gradcheck's ~40 modules from
+    source (~0.07 s), a cost no user pays. Each reader runs once unmeasured to fill the cache.
+    """
     env = {k: v for k, v in os.environ.items() if k not in UNSET_FOR_BENCHMARK}
-    env.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.update(
+        TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", PYTHONPYCACHEPREFIX=str(data / "pycache")
+    )
     return env
 
 
@@ -173,9 +181,17 @@ def measure_dataset(
     scratch: Path,
     env: dict[str, str],
     timeout: float,
+    warmed: set[str],
 ) -> list[Result]:
-    """All readers on one dataset, alternating, ``repeats`` rounds (order rotated each round)."""
+    """All readers on one dataset, alternating, ``repeats`` rounds (order rotated each round).
+
+    A reader not yet in ``warmed`` first runs once unmeasured (bytecode cache, lazy imports).
+    """
     warm_cache(info)
+    for reader in readers:
+        if reader.name not in warmed:
+            measure_once(reader, info, -1, scratch, env, timeout)
+            warmed.add(reader.name)
     results = []
     for repeat in range(repeats):
         shift = repeat % len(readers)
@@ -293,7 +309,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Generate what is missing, measure, print the table, write the JSON."""
     args = parse_args(argv)
-    env = child_environment()
+    env = child_environment(args.data)
     help_text = gradcheck_help(env)
     has_jobs = help_text is not None and "--jobs" in help_text
     readers_wanted = _split(args.readers)
@@ -310,6 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = plan(args, has_jobs and help_text is not None)
     results: list[Result] = []
     infos: dict[str, gen.DatasetInfo] = {}
+    warmed: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="gradcheck-bench-") as scratch_dir:
         scratch = Path(scratch_dir)
         facts = environment_facts(env, scratch, help_text)
@@ -317,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"dataset {name}: writing if needed", file=sys.stderr, flush=True)
             infos[name] = gen.ensure_dataset(args.data, name)
             results += measure_dataset(
-                infos[name], readers, args.repeats, scratch, env, args.timeout
+                infos[name], readers, args.repeats, scratch, env, args.timeout, warmed
             )
     facts["load_average_at_end"] = os.getloadavg()
     facts["code_at_end"] = code_version()

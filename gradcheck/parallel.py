@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
+from multiprocessing.connection import Connection
 from typing import Protocol
 
 from gradcheck import fastpath
@@ -64,19 +65,23 @@ def read_files(
     sizes = [_size(path) for path, _ in files]
     if jobs <= 1 or sum(sizes) < POOL_MIN_BYTES:
         return [reduce_file(path, run, window, progress.reporter()) for path, run in files]
-    tasks = _plan(files, sizes)
+    tasks = _plan(files, sizes, jobs)
     if len(tasks) < 2:
         return [reduce_file(path, run, window, progress.reporter()) for path, run in files]
+    if len(tasks) == 2:  # one big file, or two files: this process reads one, a child the other
+        return _assemble(_parent_and_child(tasks, window, progress), tasks, files, window)
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=_context()) as pool:
         return _gather(pool, tasks, files, window, progress)
 
 
-def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int]) -> list[_Task]:
-    """One task per file; two (byte ranges) for a big file, when the C engine can read them."""
+def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int], jobs: int) -> list[_Task]:
+    """One task per file; two (byte ranges) for a big file, when the C engine can read them
+    and there are fewer files than processes (else splitting only adds a join per file)."""
+    split = len(files) < jobs and fastpath.available()
     tasks = []
     for number, ((path, run), size) in enumerate(zip(files, sizes, strict=True)):
         boundary = None
-        if size >= SPLIT_SIZE and fastpath.available():
+        if split and size >= SPLIT_SIZE:
             boundary = fastpath.split_offset(path, size)
         if boundary is None:
             tasks.append(_Task(number, path, run))
@@ -97,6 +102,16 @@ def _gather(
     futures = [_submit(pool, task, window) for task in tasks]
     for task, future in zip(tasks, futures, strict=True):
         future.add_done_callback(partial(_advance, progress, _task_bytes(task)))
+    return _assemble(futures, tasks, files, window)
+
+
+def _assemble(
+    futures: Sequence[Future],  # type: ignore[type-arg]
+    tasks: Sequence[_Task],
+    files: Sequence[tuple[str, str]],
+    window: StepWindow,
+) -> list[FilePart]:
+    """The parts in file order from the tasks' results (a split file's ranges joined)."""
     parts: list[FilePart] = []
     at = 0
     for number, (path, run) in enumerate(files):
@@ -115,6 +130,68 @@ def _submit(pool: Executor, task: _Task, window: StepWindow) -> Future:  # type:
     if task.split:
         return pool.submit(reduce_range, task.path, task.run, window, task.start, task.limit)
     return pool.submit(reduce_file, task.path, task.run, window)
+
+
+def _run(task: _Task, window: StepWindow) -> fastpath.RangeResult | FilePart:
+    """One task's result, in this process."""
+    if task.split:
+        return reduce_range(task.path, task.run, window, task.start, task.limit)
+    return reduce_file(task.path, task.run, window)
+
+
+def _parent_and_child(
+    tasks: Sequence[_Task], window: StepWindow, progress: Progress
+) -> list[Future]:  # type: ignore[type-arg]
+    """Two tasks: the second in one forked child, the first here meanwhile.
+
+    No pool to start and a single result to send back; the whole tree holds two processes'
+    memory, not three (parent and two workers).
+    """
+    context = _context()
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(  # type: ignore[attr-defined]
+        target=_run_and_send, args=(tasks[1], window, sender), daemon=True
+    )
+    child.start()
+    sender.close()
+    futures: list[Future] = [Future(), Future()]  # type: ignore[type-arg]
+    try:
+        _settle(futures[0], lambda: _run(tasks[0], window))
+        progress.advance(_task_bytes(tasks[0]))
+        _settle(futures[1], lambda: _received(receiver, tasks[1], window))
+        progress.advance(_task_bytes(tasks[1]))
+    finally:
+        receiver.close()
+        child.join()
+    return futures
+
+
+def _run_and_send(task: _Task, window: StepWindow, sender: Connection) -> None:
+    """In the child: run ``task`` and send back ``(True, result)`` or ``(False, error)``."""
+    try:
+        message: tuple[bool, object] = (True, _run(task, window))
+    except BaseException as error:  # noqa: BLE001 - re-raised in the parent
+        message = (False, error)
+    sender.send(message)
+    sender.close()
+
+
+def _received(receiver: Connection, task: _Task, window: StepWindow) -> object:
+    """The child's result (its error re-raised here); read here if the child died."""
+    try:
+        ok, value = receiver.recv()
+    except (EOFError, OSError):
+        return _run(task, window)
+    if not ok:
+        raise value  # type: ignore[misc]
+    return value
+
+
+def _settle(future: Future, compute: Callable[[], object]) -> None:  # type: ignore[type-arg]
+    try:
+        future.set_result(compute())
+    except Exception as error:  # noqa: BLE001 - raised again by future.result()
+        future.set_exception(error)
 
 
 def _joined(

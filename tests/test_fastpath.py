@@ -319,13 +319,22 @@ def test_split_offset_starts_a_new_step_at_a_verifiable_record(tmp_path: Path) -
     assert at % 3 == 1  # the first of a step's three events (after file_version)
 
 
+@pytest.mark.parametrize(
+    ("file_count", "jobs"),
+    [
+        (1, 2),  # one file in two ranges: this process reads one, a forked child the other
+        (2, 2),  # two whole files, the same way
+        (3, 2),  # a pool over whole files (no split: as many files as processes or more)
+        (3, 8),  # a pool over files split in ranges
+    ],
+)
 def test_pool_over_files_and_ranges_matches_one_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file_count: int, jobs: int
 ) -> None:
     monkeypatch.setattr(parallel, "SPLIT_SIZE", 1)
     monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 1)
     files = []
-    for number in range(3):
+    for number in range(file_count):
         path = tmp_path / f"events.out.tfevents.{number}.v2"
         ef.write_events(path, tf2_steps(range(number * 10, number * 10 + 12)))
         files.append((str(path), str(tmp_path)))
@@ -338,7 +347,7 @@ def test_pool_over_files_and_ranges_matches_one_process(
             self.done = getattr(self, "done", 0) + size
 
     progress = Silent()
-    pooled = parallel.read_files(files, StepWindow(), progress, jobs=2)
+    pooled = parallel.read_files(files, StepWindow(), progress, jobs=jobs)
     assert progress.done == sum(Path(path).stat().st_size for path, _ in files)
     for (path, _), part in zip(files, pooled, strict=True):
         reference = reduce_file_reference(path, str(tmp_path), StepWindow())
