@@ -3,6 +3,7 @@
     python scripts/make_heldout.py --out /tmp/heldout              # every run (a few minutes)
     python scripts/make_heldout.py --out /tmp/heldout --only torch # one family: torch, tf, keras
     python scripts/make_heldout.py --out /tmp/heldout --runs NAME  # some runs
+    python scripts/make_heldout.py --out /tmp/heldout2 --seed 1     # fresh seeds, same runs
     gradcheck analyze /tmp/heldout --format json --fail-on none -o /tmp/heldout.json
     python scripts/make_heldout.py --score /tmp/heldout.json --runs-dir /tmp/heldout
 
@@ -46,6 +47,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 QUIET = ("nan", "exploding", "vanishing", "static")
+
+SEED_SHIFT = 0
+"""``--seed``: every random seed of the runs is shifted by 1000 x this (0: the usual set)."""
+
+
+def seeded(seed: int) -> int:
+    """``seed`` shifted by ``--seed``: the same runs with fresh data, inits and batches."""
+    return seed + 1000 * SEED_SHIFT
 
 
 @dataclass(frozen=True)
@@ -179,7 +188,7 @@ def _train_torch(
 
 
 def _sampler(torch: Any, x: Any, y: Any, batch: int, seed: int = 3) -> Callable[[int], tuple]:
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seeded(seed))
 
     def draw(step: int) -> tuple[Any, Any]:
         index = torch.randint(0, len(x), (batch,), generator=generator)
@@ -190,21 +199,21 @@ def _sampler(torch: Any, x: Any, y: Any, batch: int, seed: int = 3) -> Callable[
 
 def _blobs(torch: Any, rows: int = 1024, features: int = 24, classes: int = 5) -> tuple:
     """Gaussian blobs: a classification task that can be learned well."""
-    generator = torch.Generator().manual_seed(21)
+    generator = torch.Generator().manual_seed(seeded(21))
     centers = torch.randn(classes, features, generator=generator) * 1.5
     y = torch.randint(0, classes, (rows,), generator=generator)
     return centers[y] + torch.randn(rows, features, generator=generator), y
 
 
 def _smooth_regression(torch: Any, rows: int = 1024, features: int = 8) -> tuple:
-    generator = torch.Generator().manual_seed(22)
+    generator = torch.Generator().manual_seed(seeded(22))
     x = torch.randn(rows, features, generator=generator)
     w = torch.randn(features, 1, generator=generator)
     return x, torch.sin(x @ w / 2) + 0.1 * (x[:, :1] ** 2)
 
 
 def _low_rank_data(torch: Any, rows: int = 1024, features: int = 32) -> tuple:
-    generator = torch.Generator().manual_seed(23)
+    generator = torch.Generator().manual_seed(seeded(23))
     codes = torch.randn(rows, 4, generator=generator)
     x = codes @ torch.randn(4, features, generator=generator) / 2
     return x, x
@@ -233,7 +242,7 @@ def _mse(torch: Any) -> Callable:
 @held_out("torch", HEALTHY)
 def torch_gelu_mlp_adamw_every_step_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(0)
+    torch.manual_seed(seeded(0))
     model = _mlp(torch, [24, 128, 128, 5], torch.nn.GELU)
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.05)
     x, y = _blobs(torch)
@@ -243,7 +252,7 @@ def torch_gelu_mlp_adamw_every_step_healthy(log_dir: Path) -> None:
 @held_out("torch", HEALTHY)
 def torch_elu_autoencoder_rmsprop_every10_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(1)
+    torch.manual_seed(seeded(1))
     model = _mlp(torch, [32, 24, 4, 24, 32], torch.nn.ELU)
     optimizer = torch.optim.RMSprop(model.parameters(), lr=1e-3)
     x, y = _low_rank_data(torch)
@@ -256,7 +265,7 @@ def torch_elu_autoencoder_rmsprop_every10_healthy(log_dir: Path) -> None:
 @held_out("torch", HEALTHY)
 def torch_leakyrelu_cnn_nesterov_every5_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(2)
+    torch.manual_seed(seeded(2))
     model = torch.nn.Sequential(
         torch.nn.Conv2d(1, 6, 3, padding=1),
         torch.nn.LeakyReLU(0.1),
@@ -270,7 +279,7 @@ def torch_leakyrelu_cnn_nesterov_every5_healthy(log_dir: Path) -> None:
     for module in model:
         if isinstance(module, torch.nn.Conv2d):
             torch.nn.init.kaiming_normal_(module.weight, a=0.1)
-    generator = torch.Generator().manual_seed(24)
+    generator = torch.Generator().manual_seed(seeded(24))
     y = torch.randint(0, 3, (384,), generator=generator)
     x = torch.randn(384, 1, 12, 12, generator=generator) * 0.5
     x[:, 0, :4, :4] += (y == 0).float()[:, None, None] * 1.5
@@ -286,7 +295,7 @@ def torch_leakyrelu_cnn_nesterov_every5_healthy(log_dir: Path) -> None:
 def torch_long_converging_regression_500_healthy(log_dir: Path) -> None:
     """500 logged steps: gradients shrink by orders of magnitude as the loss converges."""
     torch = _torch()
-    torch.manual_seed(3)
+    torch.manual_seed(seeded(3))
     model = _mlp(torch, [8, 32, 32, 1], torch.nn.Tanh)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     x, y = _smooth_regression(torch)
@@ -310,7 +319,7 @@ def torch_long_converging_regression_500_healthy(log_dir: Path) -> None:
 )
 def torch_warmup_too_aggressive_explodes(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(4)
+    torch.manual_seed(seeded(4))
     model = _mlp(torch, [24, 64, 64, 5], torch.nn.ReLU)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.4, momentum=0.9)
     x, y = _blobs(torch)
@@ -325,11 +334,11 @@ def torch_warmup_too_aggressive_explodes(log_dir: Path) -> None:
                          "loss above zero; the loss rises during warm-up"))  # fmt: skip
 def torch_warmup_step_decay_noisy_labels_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(4)
+    torch.manual_seed(seeded(4))
     model = _mlp(torch, [24, 64, 64, 5], torch.nn.ReLU)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     x, y = _blobs(torch)
-    generator = torch.Generator().manual_seed(28)
+    generator = torch.Generator().manual_seed(seeded(28))
     flip = torch.rand(len(y), generator=generator) < 0.2
     y = torch.where(flip, torch.randint(0, 5, y.shape, generator=generator), y)
     _train_torch(
@@ -342,7 +351,7 @@ def torch_warmup_step_decay_noisy_labels_healthy(log_dir: Path) -> None:
 @held_out("torch", Truth(note="5 logged steps: one per epoch"))
 def torch_per_epoch_five_logs_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(5)
+    torch.manual_seed(seeded(5))
     model = _mlp(torch, [24, 48, 5], torch.nn.Tanh, torch.nn.init.xavier_uniform_)
     optimizer = torch.optim.Adagrad(model.parameters(), lr=0.05)
     x, y = _blobs(torch, rows=640)
@@ -369,7 +378,7 @@ def torch_per_epoch_five_logs_healthy(log_dir: Path) -> None:
 )
 def torch_layernorm_gelu_helper_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(6)
+    torch.manual_seed(seeded(6))
     model = torch.nn.Sequential(
         torch.nn.Linear(24, 64),
         torch.nn.LayerNorm(64),
@@ -408,9 +417,9 @@ class _Bag:
 @held_out("torch", Truth(note="embedding rows: sparse gradients"))
 def torch_embedding_bag_helper_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(7)
+    torch.manual_seed(seeded(7))
     model = _Bag.build(torch)
-    generator = torch.Generator().manual_seed(25)
+    generator = torch.Generator().manual_seed(seeded(25))
     tokens = torch.randint(0, 500, (1024, 12), generator=generator)
     y = (tokens % 3 == 0).sum(dim=1) % 3
     optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
@@ -457,7 +466,7 @@ class _CharLSTM:
 )
 def torch_char_lstm_clipped_active_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(8)
+    torch.manual_seed(seeded(8))
     model = _CharLSTM.build(torch)
     x, y = _CharLSTM.data(torch)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
@@ -478,7 +487,7 @@ def torch_char_lstm_clipped_active_healthy(log_dir: Path) -> None:
 )
 def torch_finetune_frozen_backbone_bn(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(9)
+    torch.manual_seed(seeded(9))
 
     class Model(torch.nn.Module):
         def __init__(self) -> None:
@@ -514,7 +523,7 @@ def torch_finetune_frozen_backbone_bn(log_dir: Path) -> None:
 )
 def torch_bn_eval_mode_during_training(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(10)
+    torch.manual_seed(seeded(10))
 
     class Model(torch.nn.Module):
         def __init__(self) -> None:
@@ -546,7 +555,7 @@ def torch_bn_eval_mode_during_training(log_dir: Path) -> None:
 )
 def torch_param_left_out_of_optimizer(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(11)
+    torch.manual_seed(seeded(11))
 
     class Model(torch.nn.Module):
         def __init__(self) -> None:
@@ -579,7 +588,7 @@ def torch_param_left_out_of_optimizer(log_dir: Path) -> None:
 )
 def torch_lr_jump_at_60_into_nan(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(12)
+    torch.manual_seed(seeded(12))
     model = _mlp(torch, [8, 64, 64, 1], torch.nn.ReLU)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = _smooth_regression(torch)
@@ -602,8 +611,8 @@ def torch_lr_jump_at_60_into_nan(log_dir: Path) -> None:
 )
 def torch_linear_diverging_finite(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(13)
-    generator = torch.Generator().manual_seed(26)
+    torch.manual_seed(seeded(13))
+    generator = torch.Generator().manual_seed(seeded(26))
     x = torch.randn(512, 6, generator=generator) * torch.tensor([1.0, 2, 4, 8, 1, 1])
     y = x @ torch.randn(6, 1, generator=generator)
     model = torch.nn.Linear(6, 1)
@@ -627,7 +636,7 @@ def torch_linear_diverging_finite(log_dir: Path) -> None:
 )
 def torch_div_by_zero_at_50_nan(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(14)
+    torch.manual_seed(seeded(14))
     model = _mlp(torch, [24, 32, 5], torch.nn.ReLU)
 
     class Normalised(torch.nn.Module):
@@ -665,7 +674,7 @@ def torch_div_by_zero_at_50_nan(log_dir: Path) -> None:
 )
 def torch_rnn_no_clip_exploding(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(15)
+    torch.manual_seed(seeded(15))
 
     class Model(torch.nn.Module):
         def __init__(self) -> None:
@@ -678,7 +687,7 @@ def torch_rnn_no_clip_exploding(log_dir: Path) -> None:
             return self.out(hidden[:, -1])
 
     model = Model()
-    generator = torch.Generator().manual_seed(27)
+    generator = torch.Generator().manual_seed(seeded(27))
     x = torch.randn(256, 60, 4, generator=generator)
     y = x[:, :5, 0].sum(dim=1, keepdim=True)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -706,7 +715,7 @@ def torch_rnn_no_clip_exploding(log_dir: Path) -> None:
 )
 def torch_deep_sigmoid_adagrad_vanishing(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(16)
+    torch.manual_seed(seeded(16))
     model = _mlp(torch, [24] + [32] * 11 + [5], torch.nn.Sigmoid)
     optimizer = torch.optim.Adagrad(model.parameters(), lr=0.01)
     x, y = _blobs(torch)
@@ -727,7 +736,7 @@ def torch_deep_sigmoid_adagrad_vanishing(log_dir: Path) -> None:
 )
 def torch_tiny_init_tanh_vanishing(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(17)
+    torch.manual_seed(seeded(17))
     model = _mlp(
         torch, [24] + [64] * 7 + [5], torch.nn.Tanh, lambda w: torch.nn.init.normal_(w, 0, 0.02)
     )
@@ -742,7 +751,7 @@ def torch_tiny_init_tanh_vanishing(log_dir: Path) -> None:
 @held_out("torch", Truth(note="tensorboardX, ResNet-ish residual MLP with BatchNorm, SGD"))
 def torch_residual_bn_tensorboardx_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(18)
+    torch.manual_seed(seeded(18))
 
     class Block(torch.nn.Module):
         def __init__(self) -> None:
@@ -772,7 +781,7 @@ def torch_residual_bn_tensorboardx_healthy(log_dir: Path) -> None:
 def _tf() -> Any:
     import tensorflow as tf
 
-    tf.random.set_seed(0)
+    tf.random.set_seed(seeded(0))
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     return tf
@@ -781,7 +790,7 @@ def _tf() -> Any:
 def _np_blobs(rows: int = 1024, features: int = 24, classes: int = 5) -> tuple:
     import numpy as np
 
-    rng = np.random.default_rng(31)
+    rng = np.random.default_rng(seeded(31))
     centers = rng.normal(size=(classes, features)) * 1.5
     y = rng.integers(0, classes, rows)
     return (centers[y] + rng.normal(size=(rows, features))).astype("float32"), y.astype("int64")
@@ -790,7 +799,7 @@ def _np_blobs(rows: int = 1024, features: int = 24, classes: int = 5) -> tuple:
 def _np_regression(rows: int = 1024, features: int = 8) -> tuple:
     import numpy as np
 
-    rng = np.random.default_rng(32)
+    rng = np.random.default_rng(seeded(32))
     x = rng.normal(size=(rows, features)).astype("float32")
     return x, np.sin(x @ rng.normal(size=(features, 1)) / 2).astype("float32")
 
@@ -829,7 +838,7 @@ def _tf_train(
     import numpy as np
 
     writer = tf.summary.create_file_writer(str(log_dir))
-    rng = np.random.default_rng(33)
+    rng = np.random.default_rng(seeded(33))
     weight_tag, grad_tag = TF_TAGS[tags]
     with writer.as_default():
         for step in range(steps):
@@ -937,7 +946,7 @@ def tf_loop_clip_global_norm_active_healthy(log_dir: Path) -> None:
     import numpy as np
 
     x, y = _np_blobs()
-    rng = np.random.default_rng(36)
+    rng = np.random.default_rng(seeded(36))
     noisy = rng.random(len(y)) < 0.3  # label noise keeps the gradient above the clip norm
     y = np.where(noisy, rng.integers(0, 5, len(y)), y)
     layers = tf.keras.layers
@@ -1064,7 +1073,7 @@ def tf_loop_log_step_helper_cnn_healthy(log_dir: Path) -> None:
     tf = _tf()
     import numpy as np
 
-    rng = np.random.default_rng(34)
+    rng = np.random.default_rng(seeded(34))
     y = rng.integers(0, 3, 384)
     x = rng.normal(size=(384, 10, 10, 1)).astype("float32") * 0.5
     x[y == 0, :4, :4, 0] += 1.5
@@ -1112,7 +1121,7 @@ def keras_fit_conv_autoencoder_healthy(log_dir: Path) -> None:
     tf = _tf()
     import numpy as np
 
-    rng = np.random.default_rng(35)
+    rng = np.random.default_rng(seeded(35))
     x = rng.normal(size=(256, 8, 8, 1)) * 0.3 + np.linspace(0, 1, 8)[None, :, None, None]
     x = x.astype("float32")
     layers = tf.keras.layers
@@ -1388,8 +1397,13 @@ def main() -> int:
     parser.add_argument("--score", type=Path, help="a gradcheck analyze --format json report")
     parser.add_argument("--runs-dir", type=Path, default=Path("/tmp/heldout"))
     parser.add_argument("--list", action="store_true", help="list the runs")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="shift every random seed (0: the usual runs)"
+    )
     parser.add_argument("--truth-only", action="store_true", help="only rewrite expected.json")
     args = parser.parse_args()
+    global SEED_SHIFT
+    SEED_SHIFT = args.seed
     if args.list:
         for run in RUNS.values():
             print(f"{run.family:6s} {'healthy ' if run.truth.healthy else 'finding '} {run.name}")

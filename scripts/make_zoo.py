@@ -3,6 +3,7 @@
     python scripts/make_zoo.py --out /tmp/zoo                 # every run (a few minutes)
     python scripts/make_zoo.py --out /tmp/zoo --only torch    # one family: torch, tf, keras
     python scripts/make_zoo.py --out /tmp/zoo --runs torch_deep_sigmoid_vanishing
+    python scripts/make_zoo.py --out /tmp/zoo2 --seed 1       # fresh seeds, same runs
     python scripts/make_zoo.py --check /tmp/zoo               # analyse and compare
 
 Each run trains a tiny model on synthetic data for seconds on CPU and logs the way people do
@@ -33,6 +34,14 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+SEED_SHIFT = 0
+"""``--seed``: every random seed of the runs is shifted by 1000 x this (0: the usual set)."""
+
+
+def seeded(seed: int) -> int:
+    """``seed`` shifted by ``--seed``: the same runs with fresh data, inits and batches."""
+    return seed + 1000 * SEED_SHIFT
 
 
 @dataclass(frozen=True)
@@ -93,14 +102,14 @@ def _writer(log_dir: Path, tensorboardx: bool = False) -> Any:
 
 
 def _classification(torch: Any, rows: int = 512, features: int = 20, classes: int = 4) -> tuple:
-    generator = torch.Generator().manual_seed(1)
+    generator = torch.Generator().manual_seed(seeded(1))
     x = torch.randn(rows, features, generator=generator)
     teacher = torch.randn(features, classes, generator=generator)
     return x, (x @ teacher).argmax(dim=1)
 
 
 def _regression(torch: Any, rows: int = 512, features: int = 16, scale: float = 1.0) -> tuple:
-    generator = torch.Generator().manual_seed(2)
+    generator = torch.Generator().manual_seed(seeded(2))
     x = torch.randn(rows, features, generator=generator)
     y = torch.tanh(x @ torch.randn(features, 1, generator=generator) / 3) * 3 * scale
     return x, y + 0.05 * torch.randn(rows, 1, generator=generator)
@@ -151,7 +160,7 @@ def _train_torch(
 ) -> None:
     torch = _torch()
     x, y = data
-    generator = torch.Generator().manual_seed(3)
+    generator = torch.Generator().manual_seed(seeded(3))
     writer = _writer(log_dir, tensorboardx)
     for step in range(steps):
         index = torch.randint(0, len(x), (batch,), generator=generator)
@@ -206,7 +215,7 @@ def _mlp(torch: Any, sizes: list[int], activation: Any) -> Any:
 @zoo_run("torch", HEALTHY)
 def torch_mlp_relu_adam_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(0)
+    torch.manual_seed(seeded(0))
     model = _mlp(torch, [20, 64, 64, 4], torch.nn.ReLU)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     _train_torch(log_dir, model, optimizer, _classification(torch), _ce(torch), 200)
@@ -225,7 +234,7 @@ def _small_cnn(torch: Any) -> Any:
 
 
 def _images(torch: Any, rows: int = 256) -> tuple:
-    generator = torch.Generator().manual_seed(4)
+    generator = torch.Generator().manual_seed(seeded(4))
     y = torch.randint(0, 4, (rows,), generator=generator)
     x = torch.randn(rows, 1, 12, 12, generator=generator) * 0.5
     x[:, 0, :6, :6] += (y == 0).float()[:, None, None]
@@ -237,7 +246,7 @@ def _images(torch: Any, rows: int = 256) -> tuple:
 @zoo_run("torch", HEALTHY)
 def torch_cnn_sgd_momentum_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(0)
+    torch.manual_seed(seeded(0))
     model = _small_cnn(torch)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     _train_torch(
@@ -260,7 +269,7 @@ def _recurrent(torch: Any, cell: str) -> Any:
 
 
 def _sequences(torch: Any, rows: int = 256, length: int = 12) -> tuple:
-    generator = torch.Generator().manual_seed(5)
+    generator = torch.Generator().manual_seed(seeded(5))
     x = torch.randn(rows, length, 8, generator=generator)
     y = x[:, :, 0].cumsum(dim=1)[:, -1:] / length**0.5
     return x, y
@@ -269,7 +278,7 @@ def _sequences(torch: Any, rows: int = 256, length: int = 12) -> tuple:
 @zoo_run("torch", HEALTHY)
 def torch_lstm_adam_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(0)
+    torch.manual_seed(seeded(0))
     model = _recurrent(torch, "LSTM")
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     _train_torch(log_dir, model, optimizer, _sequences(torch), _mse(torch), 150, style="dot")
@@ -278,7 +287,7 @@ def torch_lstm_adam_healthy(log_dir: Path) -> None:
 @zoo_run("torch", HEALTHY)
 def torch_gru_sgd_clip_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(1)
+    torch.manual_seed(seeded(1))
     model = _recurrent(torch, "GRU")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     _train_torch(log_dir, model, optimizer, _sequences(torch), _mse(torch), 200, every=4, clip=5.0)
@@ -287,7 +296,7 @@ def torch_gru_sgd_clip_healthy(log_dir: Path) -> None:
 @zoo_run("torch", HEALTHY)
 def torch_bn_dropout_rmsprop_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(0)
+    torch.manual_seed(seeded(0))
     model = torch.nn.Sequential(
         torch.nn.Linear(20, 64),
         torch.nn.BatchNorm1d(64),
@@ -307,7 +316,7 @@ def torch_bn_dropout_rmsprop_healthy(log_dir: Path) -> None:
 @zoo_run("torch", HEALTHY)
 def torch_embedding_adam_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(0)
+    torch.manual_seed(seeded(0))
 
     class Model(torch.nn.Module):
         def __init__(self) -> None:
@@ -318,7 +327,7 @@ def torch_embedding_adam_healthy(log_dir: Path) -> None:
         def forward(self, tokens: Any) -> Any:
             return self.head(self.embedding(tokens).mean(dim=1))
 
-    generator = torch.Generator().manual_seed(6)
+    generator = torch.Generator().manual_seed(seeded(6))
     tokens = torch.randint(0, 2000, (512, 10), generator=generator)
     labels = ((tokens % 7) == 0).sum(dim=1).clamp(max=1)
     model = Model()
@@ -330,8 +339,8 @@ def torch_embedding_adam_healthy(log_dir: Path) -> None:
 def torch_converges_to_zero_loss_healthy(log_dir: Path) -> None:
     """Separable data trained long: loss and gradients fall by orders of magnitude together."""
     torch = _torch()
-    torch.manual_seed(0)
-    generator = torch.Generator().manual_seed(7)
+    torch.manual_seed(seeded(0))
+    generator = torch.Generator().manual_seed(seeded(7))
     x = torch.randn(256, 10, generator=generator)
     y = (x[:, 0] > 0).long()
     x[:, 0] += torch.where(y == 1, 2.0, -2.0)
@@ -344,7 +353,7 @@ def torch_converges_to_zero_loss_healthy(log_dir: Path) -> None:
 def torch_early_spikes_healthy(log_dir: Path) -> None:
     """A few outlier batches early on give gradient spikes; training recovers."""
     torch = _torch()
-    torch.manual_seed(2)
+    torch.manual_seed(seeded(2))
     model = _mlp(torch, [20, 64, 4], torch.nn.ReLU)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
@@ -357,7 +366,7 @@ def torch_early_spikes_healthy(log_dir: Path) -> None:
 @zoo_run("torch", HEALTHY)
 def torch_sgd_every10_tensorboardx_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(3)
+    torch.manual_seed(seeded(3))
     model = _mlp(torch, [16, 32, 32, 1], torch.nn.Tanh)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
     _train_torch(
@@ -369,7 +378,7 @@ def torch_sgd_every10_tensorboardx_healthy(log_dir: Path) -> None:
 @zoo_run("torch", HEALTHY)
 def torch_residual_layernorm_adamw_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(4)
+    torch.manual_seed(seeded(4))
 
     class Block(torch.nn.Module):
         def __init__(self) -> None:
@@ -393,7 +402,7 @@ def torch_residual_layernorm_adamw_healthy(log_dir: Path) -> None:
 )
 def torch_deep_sigmoid_vanishing(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(0)
+    torch.manual_seed(seeded(0))
     model = _mlp(torch, [20] + [32] * 9 + [4], torch.nn.Sigmoid)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     _train_torch(log_dir, model, optimizer, _classification(torch), _ce(torch), 200, every=5)
@@ -405,7 +414,7 @@ def torch_deep_sigmoid_vanishing(log_dir: Path) -> None:
 )
 def torch_deep_tanh_small_init_vanishing(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(1)
+    torch.manual_seed(seeded(1))
     model = _mlp(torch, [20] + [64] * 10 + [4], torch.nn.Tanh)
     with torch.no_grad():
         for module in model:
@@ -424,7 +433,7 @@ def torch_deep_tanh_small_init_vanishing(log_dir: Path) -> None:
 def torch_dead_relu_vanishing(log_dir: Path) -> None:
     """A large negative bias kills the first ReLU layer: nothing flows back below it."""
     torch = _torch()
-    torch.manual_seed(2)
+    torch.manual_seed(seeded(2))
     model = _mlp(torch, [20, 64, 64, 4], torch.nn.ReLU)
     with torch.no_grad():
         model[2].bias.fill_(-50.0)
@@ -435,7 +444,7 @@ def torch_dead_relu_vanishing(log_dir: Path) -> None:
 @zoo_run("torch", Expect(must=(("nan", r".*"), ("exploding", r".*"))))
 def torch_exploding_to_nan(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(0)
+    torch.manual_seed(seeded(0))
     model = _mlp(torch, [16, 64, 64, 1], torch.nn.ReLU)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.08, momentum=0.9)
     _train_torch(
@@ -448,7 +457,7 @@ def torch_exploding_to_nan(log_dir: Path) -> None:
 def torch_exploding_no_nan(log_dir: Path) -> None:
     """Plain SGD a bit beyond the stability limit of a linear model: geometric growth."""
     torch = _torch()
-    torch.manual_seed(1)
+    torch.manual_seed(seeded(1))
     model = torch.nn.Sequential(torch.nn.Linear(16, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=1.1)
     _train_torch(log_dir, model, optimizer, _regression(torch), _mse(torch), 60, batch=256)
@@ -459,7 +468,7 @@ def torch_crash_on_nan(log_dir: Path) -> None:
     """The writer raises on a non-finite histogram (bins='auto'-style): the script stops with
     the NaN loss logged and no histogram for that step."""
     torch = _torch()
-    torch.manual_seed(0)
+    torch.manual_seed(seeded(0))
     model = _mlp(torch, [16, 64, 1], torch.nn.ReLU)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
     writer = _writer(log_dir)
@@ -483,7 +492,7 @@ def torch_crash_on_nan(log_dir: Path) -> None:
 )
 def torch_frozen_layer(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(0)
+    torch.manual_seed(seeded(0))
 
     class Model(torch.nn.Module):
         def __init__(self) -> None:
@@ -507,7 +516,7 @@ def torch_frozen_layer(log_dir: Path) -> None:
 )
 def torch_batchnorm_not_in_optimizer(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(0)
+    torch.manual_seed(seeded(0))
 
     class Model(torch.nn.Module):
         def __init__(self) -> None:
@@ -531,7 +540,7 @@ def torch_batchnorm_not_in_optimizer(log_dir: Path) -> None:
 def torch_clipped_logged_after_clip(log_dir: Path) -> None:
     """clip_grad_norm_(1.0) far below the natural norm: the logged norm sits at the ceiling."""
     torch = _torch()
-    torch.manual_seed(0)
+    torch.manual_seed(seeded(0))
     model = _mlp(torch, [16, 64, 64, 1], torch.nn.Tanh)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     _train_torch(
@@ -545,7 +554,7 @@ def torch_clipped_exploding_lr_held(log_dir: Path) -> None:
     """The exploding run's learning rate, held by clip_grad_norm_(0.5): gradients logged
     before clipping, training stays finite."""
     torch = _torch()
-    torch.manual_seed(0)
+    torch.manual_seed(seeded(0))
     model = _mlp(torch, [16, 64, 64, 1], torch.nn.ReLU)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
     _train_torch(
@@ -559,7 +568,7 @@ def torch_linear_bn_sgd_healthy(log_dir: Path) -> None:
     """Linear -> BatchNorm with plain SGD: the Linear bias gets ~zero gradient and never
     moves, by design (BatchNorm removes it)."""
     torch = _torch()
-    torch.manual_seed(5)
+    torch.manual_seed(seeded(5))
     model = torch.nn.Sequential(
         torch.nn.Linear(20, 64),
         torch.nn.BatchNorm1d(64),
@@ -574,7 +583,7 @@ def torch_linear_bn_sgd_healthy(log_dir: Path) -> None:
 def torch_fast_initial_drop_healthy(log_dir: Path) -> None:
     """A large initial loss that Adam removes in a few steps: gradients fall 100x early."""
     torch = _torch()
-    torch.manual_seed(6)
+    torch.manual_seed(seeded(6))
     model = _mlp(torch, [16, 32, 1], torch.nn.ReLU)
     with torch.no_grad():
         model[2].bias.fill_(40.0)
@@ -585,7 +594,7 @@ def torch_fast_initial_drop_healthy(log_dir: Path) -> None:
 @zoo_run("torch", HEALTHY)
 def torch_warmup_cosine_sgd_healthy(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(7)
+    torch.manual_seed(seeded(7))
     model = _mlp(torch, [20, 128, 64, 4], torch.nn.GELU)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=300)
@@ -604,7 +613,7 @@ def torch_warmup_cosine_sgd_healthy(log_dir: Path) -> None:
 @zoo_run("torch", Expect(must=(("static", r"^backbone\."),), must_not=("exploding", "nan")))
 def torch_finetune_frozen_backbone(log_dir: Path) -> None:
     torch = _torch()
-    torch.manual_seed(8)
+    torch.manual_seed(seeded(8))
 
     class Model(torch.nn.Module):
         def __init__(self) -> None:
@@ -624,7 +633,7 @@ def torch_finetune_frozen_backbone(log_dir: Path) -> None:
 def torch_exploding_gradual_to_nan(log_dir: Path) -> None:
     """Momentum SGD slightly past stability: the norm climbs over tens of steps."""
     torch = _torch()
-    torch.manual_seed(9)
+    torch.manual_seed(seeded(9))
     model = _mlp(torch, [16, 64, 64, 1], torch.nn.Tanh)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.15, momentum=0.9)
     _train_torch(
@@ -641,7 +650,7 @@ def torch_exploding_gradual_to_nan(log_dir: Path) -> None:
 def _tf() -> Any:
     import tensorflow as tf
 
-    tf.random.set_seed(0)
+    tf.random.set_seed(seeded(0))
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     return tf
@@ -650,7 +659,7 @@ def _tf() -> Any:
 def _tf_classification(tf: Any, rows: int = 512, features: int = 20, classes: int = 4) -> tuple:
     import numpy as np
 
-    rng = np.random.default_rng(11)
+    rng = np.random.default_rng(seeded(11))
     x = rng.normal(size=(rows, features)).astype("float32")
     y = (x @ rng.normal(size=(features, classes))).argmax(axis=1)
     return tf.constant(x), tf.constant(y)
@@ -694,7 +703,7 @@ def _tf_loop(
     x, y = data
     trainable = variables if trainable is None else trainable
     writer = tf.summary.create_file_writer(str(log_dir))
-    rng = tf.random.Generator.from_seed(5)
+    rng = tf.random.Generator.from_seed(seeded(5))
     with writer.as_default():
         for step in range(steps):
             index = rng.uniform([64], 0, int(x.shape[0]), dtype=tf.int64)
@@ -755,7 +764,7 @@ def tf_loop_cnn_sgd_every5_healthy(log_dir: Path) -> None:
     import numpy as np
 
     tf = _tf()
-    rng = np.random.default_rng(12)
+    rng = np.random.default_rng(seeded(12))
     y = rng.integers(0, 3, size=256)
     x = rng.normal(size=(256, 12, 12, 1)).astype("float32") * 0.5
     x[y == 0, :6, :6] += 1
@@ -798,7 +807,7 @@ def _tf_loop_named(
     x, y = data
     variables = [n.var for n in named]
     writer = tf.summary.create_file_writer(str(log_dir))
-    rng = tf.random.Generator.from_seed(6)
+    rng = tf.random.Generator.from_seed(seeded(6))
     with writer.as_default():
         for step in range(steps):
             index = rng.uniform([32], 0, int(x.shape[0]), dtype=tf.int64)
@@ -829,7 +838,7 @@ def tf_loop_exploding_to_nan(log_dir: Path) -> None:
     import numpy as np
 
     tf = _tf()
-    rng = np.random.default_rng(13)
+    rng = np.random.default_rng(seeded(13))
     x = rng.normal(size=(512, 16)).astype("float32")
     y = (np.tanh(x @ rng.normal(size=(16, 1)) / 3) * 60).astype("float32")
     variables = _dense_variables(tf, [16, 64, 64, 1])
@@ -886,7 +895,7 @@ def _keras_fit(
 def _np_classification(rows: int = 1024, features: int = 20, classes: int = 4) -> tuple:
     import numpy as np
 
-    rng = np.random.default_rng(21)
+    rng = np.random.default_rng(seeded(21))
     x = rng.normal(size=(rows, features)).astype("float32")
     return x, (x @ rng.normal(size=(features, classes))).argmax(axis=1)
 
@@ -947,7 +956,7 @@ def keras_fit_exploding_to_nan(log_dir: Path) -> None:
     import numpy as np
 
     tf = _tf()
-    rng = np.random.default_rng(22)
+    rng = np.random.default_rng(seeded(22))
     x = rng.normal(size=(1024, 16)).astype("float32")
     y = (x @ rng.normal(size=(16, 1)) * 100).astype("float32")
     model = tf.keras.Sequential(
@@ -965,7 +974,7 @@ def keras_fit_lstm_healthy(log_dir: Path) -> None:
     import numpy as np
 
     tf = _tf()
-    rng = np.random.default_rng(23)
+    rng = np.random.default_rng(seeded(23))
     x = rng.normal(size=(512, 12, 8)).astype("float32")
     y = x[:, :, 0].sum(axis=1, keepdims=True) / 12**0.5
     model = tf.keras.Sequential(
@@ -979,7 +988,7 @@ def keras_fit_cnn_clipnorm_healthy(log_dir: Path) -> None:
     import numpy as np
 
     tf = _tf()
-    rng = np.random.default_rng(24)
+    rng = np.random.default_rng(seeded(24))
     y = rng.integers(0, 3, size=512)
     x = rng.normal(size=(512, 12, 12, 1)).astype("float32") * 0.5
     x[y == 0, :6, :6] += 1
@@ -1005,7 +1014,7 @@ def keras_fit_embedding_healthy(log_dir: Path) -> None:
     import numpy as np
 
     tf = _tf()
-    rng = np.random.default_rng(25)
+    rng = np.random.default_rng(seeded(25))
     tokens = rng.integers(0, 3000, size=(1024, 10))
     labels = ((tokens % 7) == 0).any(axis=1).astype("int32")
     model = tf.keras.Sequential(
@@ -1048,7 +1057,7 @@ def keras_fit_gru_rmsprop_two_epochs_healthy(log_dir: Path) -> None:
     import numpy as np
 
     tf = _tf()
-    rng = np.random.default_rng(26)
+    rng = np.random.default_rng(seeded(26))
     x = rng.normal(size=(256, 10, 4)).astype("float32")
     y = (x[:, :, 0].sum(axis=1) > 0).astype("int32")
     model = tf.keras.Sequential(
@@ -1158,7 +1167,12 @@ def main() -> int:
     parser.add_argument("--runs", nargs="*", default=None, help="run names to generate")
     parser.add_argument("--check", type=Path, help="analyse a zoo and compare with expected.json")
     parser.add_argument("--list", action="store_true", help="list the runs")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="shift every random seed (0: the usual runs)"
+    )
     args = parser.parse_args()
+    global SEED_SHIFT
+    SEED_SHIFT = args.seed
     if args.list:
         for run in ZOO.values():
             print(f"{run.family:6s} {run.name}")
