@@ -13,6 +13,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -1549,7 +1550,369 @@ done:
     return result;
 }
 
+
+/* ------------------------------------------------------------------------------------------ */
+/* Per-histogram statistics and fingerprints (gradcheck/stats.py and series.py, in C)          */
+/* ------------------------------------------------------------------------------------------ */
+
+/* stats.histogram_stats_batch on one histogram, zero-padded to its width class as
+ * series.reduce_by_width pads it, written as float32 as series._to_float32 writes it; and
+ * series._fingerprints. numpy stays the reference: every step below mirrors one numpy
+ * expression there, with numpy's NaN rules (np.maximum / np.minimum / np.clip propagate NaN).
+ * Sums over buckets use numpy's pairwise order where numpy sums (``.sum``), a plain loop where it
+ * uses einsum: those may differ from numpy in the last bits (tests/test_fastpath.py allows a
+ * relative 1e-6 on the statistics, nothing on the fingerprints). */
+
+#define N_STATS 16
+#define S_COUNT 0
+#define S_MIN 1
+#define S_MAX 2
+#define S_MEAN 3
+#define S_STD 4
+#define S_L2 5
+#define S_BOUND 6
+#define S_NONFINITE 7
+#define S_ZERO 8
+#define S_P01 9
+#define MAX_WEIGHTS 8192
+#define FINGERPRINT_MIX 0x9E3779B97F4A7C15ULL
+
+static const double percentile_levels[7] = {0.01, 0.05, 0.25, 0.50, 0.75, 0.95, 0.99};
+
+static double np_max(double a, double b) { return (a >= b || isnan(a)) ? a : b; }
+static double np_min(double a, double b) { return (a <= b || isnan(a)) ? a : b; }
+static double np_clip(double x, double lo, double hi)
+{
+    double t = isnan(x) ? x : (x > lo ? x : lo);
+    return isnan(t) ? t : (t < hi ? t : hi);
+}
+
+static double pairwise(const double *a, Py_ssize_t n)
+{
+    return pairwise_sum((const uint8_t *)a, n, sizeof(double));
+}
+
+/* series._width_class: sizes up to 64 as they are, wider ones rounded up to an eighth of a
+ * power of two. */
+static Py_ssize_t width_class(Py_ssize_t size)
+{
+    if (size < 1)
+        size = 1;
+    if (size <= 64)
+        return size;
+    int e = 0;
+    while (((Py_ssize_t)1 << e) < size)
+        e++;
+    Py_ssize_t step = (Py_ssize_t)1 << (e - 3 > 0 ? e - 3 : 0);
+    return (size + step - 1) / step * step;
+}
+
+static uint64_t mixed_bits(double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, 8);
+    uint64_t m = bits * FINGERPRINT_MIX;
+    return m ^ (m >> 29);
+}
+
+typedef struct {
+    double *left, *right, *counts, *lo, *hi, *share;
+} Buckets;
+
+/* stats._nonfinite_share for one row */
+static double nonfinite_share(const Buckets *b, Py_ssize_t w, double total, const double *f,
+                              int is_histo)
+{
+    int has_num = is_histo && isfinite(f[2]) && f[2] > 0;
+    double missing = has_num ? f[2] - total : 0.0;
+    double num = has_num ? f[2] : 1.0;
+    double share = (has_num && missing > 0.5) ? missing / num : NAN;
+    int bad = is_histo && (!isfinite(f[0]) || !isfinite(f[1]) || !isfinite(f[3]) ||
+                           !isfinite(f[4]));
+    for (Py_ssize_t j = 0; j < w && !bad; j++) {
+        double l = b->left[j], r = b->right[j];
+        bad = isnan(l) || isnan(r) || (!is_histo && (isinf(l) || isinf(r)));
+    }
+    return bad ? share : 0.0;
+}
+
+/* stats._bucket_moments for one row: mean, variance, l2, relative bound */
+static void bucket_moments(const Buckets *b, Py_ssize_t w, double total, double out[4])
+{
+    double s_mid = 0, s_sq = 0, s_low = 0, s_high = 0;
+    for (Py_ssize_t j = 0; j < w; j++) {
+        double c = b->counts[j], lo = b->lo[j], hi = b->hi[j];
+        if (!(c > 0)) /* empty buckets contribute nothing, whatever their edges */
+            lo = hi = 0.0;
+        double mid = (lo + hi) * 0.5, width = hi - lo;
+        double wt = width * width / 12.0;
+        s_mid += c * mid;
+        s_sq += c * (mid * mid + wt);
+        double lo2 = lo * lo, hi2 = hi * hi;
+        double low = (lo <= 0 && hi >= 0) ? 0.0 : np_min(lo2, hi2);
+        s_low += c * low;
+        s_high += c * np_max(lo2, hi2);
+    }
+    double mean = s_mid / total, s_var = 0;
+    for (Py_ssize_t j = 0; j < w; j++) {
+        double c = b->counts[j], lo = b->lo[j], hi = b->hi[j];
+        if (!(c > 0)) /* empty buckets contribute nothing, whatever their edges */
+            lo = hi = 0.0;
+        double mid = (lo + hi) * 0.5, width = hi - lo;
+        double dev = mid - mean;
+        s_var += c * (dev * dev + width * width / 12.0);
+    }
+    double l2 = sqrt(s_sq);
+    double relative = np_max(sqrt(s_high) - l2, l2 - sqrt(s_low)) / l2;
+    out[0] = mean;
+    out[1] = s_var / total;
+    out[2] = total > 0 ? l2 : NAN;
+    out[3] = s_high == 0 ? 0.0 : np_max(relative, 0.0);
+}
+
+/* stats._percentiles for one row, into out[0..6] */
+static void percentiles(const Buckets *b, Py_ssize_t w, double total, double vmin, double vmax,
+                        double *out)
+{
+    double denom = total > 0 ? total : 1.0, running = 0;
+    for (Py_ssize_t j = 0; j < w; j++) {
+        running += b->counts[j];
+        b->share[j] = running / denom;
+    }
+    for (int p = 0; p < 7; p++) {
+        double level = percentile_levels[p];
+        Py_ssize_t bucket = 0;
+        for (Py_ssize_t j = 0; j < w; j++)
+            bucket += b->share[j] < level;
+        if (bucket > w - 1)
+            bucket = w - 1;
+        double inside = b->counts[bucket];
+        double below = b->share[bucket] - inside / denom;
+        double fraction = inside > 0 ? (level - below) * total / inside : 0.0;
+        double low = b->lo[bucket], high = b->hi[bucket];
+        double value = low + np_clip(fraction, 0.0, 1.0) * (high - low);
+        out[p] = total == 0 ? NAN : np_clip(value, vmin, vmax);
+    }
+}
+
+/* stats.histogram_stats_batch for one padded row of ``w`` buckets; ``f`` the proto fields
+ * (meaningful when ``is_histo``: then all present, else none). */
+static void row_stats(Buckets *b, Py_ssize_t w, const double *f, int is_histo, double *out)
+{
+    /* _collapse_constant_buckets */
+    int only_first = b->counts[0] > 0;
+    for (Py_ssize_t j = 1; j < w && only_first; j++)
+        only_first = b->counts[j] == 0;
+    if (only_first && !is_histo && b->right[0] - b->left[0] == 1.0) {
+        double middle = (b->left[0] + b->right[0]) / 2;
+        b->left[0] = b->right[0] = middle;
+    }
+    double total = pairwise(b->counts, w);
+    double nonfinite = nonfinite_share(b, w, total, f, is_histo);
+    /* _effective_edges */
+    Py_ssize_t first = -1, last = -1;
+    for (Py_ssize_t j = 0; j < w; j++)
+        if (b->counts[j] > 0) {
+            if (first < 0)
+                first = j;
+            last = j;
+        }
+    double bucket_min = first >= 0 ? b->left[first] : NAN;
+    double bucket_max = first >= 0 ? b->right[last] : NAN;
+    if (isinf(bucket_min) && bucket_min < 0)
+        bucket_min = b->right[first];
+    int use_min = is_histo && isfinite(f[0]), use_max = is_histo && isfinite(f[1]);
+    double vmin = use_min ? f[0] : bucket_min, vmax = use_max ? f[1] : bucket_max;
+    double finite_min = isfinite(vmin) ? vmin : -INFINITY;
+    double finite_max = isfinite(vmax) ? vmax : INFINITY;
+    for (Py_ssize_t j = 0; j < w; j++) {
+        double lo = np_clip(b->left[j], finite_min, finite_max);
+        double hi = np_clip(b->right[j], finite_min, finite_max);
+        if (isinf(lo) && lo < 0)
+            lo = hi;
+        b->lo[j] = np_min(lo, hi);
+        b->hi[j] = hi;
+    }
+    if (first < 0) {
+        if (!use_min)
+            vmin = NAN;
+        if (!use_max)
+            vmax = NAN;
+    }
+    /* _moments_into */
+    int exact = is_histo && isfinite(f[2]) && isfinite(f[3]) && isfinite(f[4]) && f[2] > 0;
+    double mean, variance, l2, bound = 0.0;
+    if (exact) {
+        mean = f[3] / f[2];
+        variance = f[4] / f[2] - mean * mean;
+        l2 = sqrt(np_max(f[4], 0.0));
+    } else {
+        double m[4];
+        bucket_moments(b, w, total, m);
+        mean = m[0], variance = m[1], l2 = m[2], bound = m[3];
+    }
+    out[S_MEAN] = mean;
+    out[S_STD] = np_min(sqrt(np_max(variance, 0.0)), (vmax - vmin) / 2);
+    out[S_L2] = l2;
+    out[S_BOUND] = bound;
+    out[S_MIN] = vmin;
+    out[S_MAX] = vmax;
+    out[S_COUNT] = (is_histo && isfinite(f[2])) ? f[2] : total;
+    out[S_NONFINITE] = nonfinite;
+    for (Py_ssize_t j = 0; j < w; j++) {
+        double lo = b->lo[j], hi = b->hi[j];
+        int zero_bucket = (lo <= 0 && hi > 0) || (lo == 0 && hi == 0);
+        b->share[j] = b->counts[j] * (double)zero_bucket;
+    }
+    out[S_ZERO] = pairwise(b->share, w) / total;
+    percentiles(b, w, total, vmin, vmax, out + S_P01);
+    int finite_left = 1; /* TF2 edges of a NaN/Inf tensor: nothing usable */
+    for (Py_ssize_t j = 0; j < w && finite_left; j++)
+        finite_left = isfinite(b->left[j]);
+    if (!is_histo && !finite_left) {
+        for (int s = S_MEAN; s < N_STATS; s++)
+            out[s] = NAN;
+        out[S_NONFINITE] = nonfinite;
+    }
+    if (total == 0)
+        out[S_ZERO] = NAN;
+}
+
+static float to_float32(double v)
+{
+    if (isfinite(v)) {
+        if (v > FLT_MAX)
+            v = FLT_MAX;
+        else if (v < -FLT_MAX)
+            v = -FLT_MAX;
+    }
+    return (float)v;
+}
+
+/* Fill ``b`` with scanned row ``s`` of ``size`` buckets as the numpy engine's matrices hold it
+ * (zero-padded to ``w``; histo: first left edge from ``min`` as decode.first_left_edges
+ * derives it). Returns the fingerprint (of the zero-padded row); then pads as
+ * series._reduce_group pads (edges repeat the last right edge). */
+static uint64_t fill_row(Buckets *b, const double *data, Py_ssize_t s, Py_ssize_t size,
+                         Py_ssize_t w, int tensor, const double *f, const uint64_t *weights)
+{
+    for (Py_ssize_t j = 0; j < w; j++)
+        b->left[j] = b->right[j] = b->counts[j] = 0.0;
+    if (tensor) {
+        for (Py_ssize_t j = 0; j < size; j++) {
+            b->left[j] = data[s + 3 * j];
+            b->right[j] = data[s + 3 * j + 1];
+            b->counts[j] = data[s + 3 * j + 2];
+        }
+    } else {
+        for (Py_ssize_t j = 0; j < size; j++) {
+            b->right[j] = data[s + j];
+            b->counts[j] = data[s + size + j];
+            b->left[j] = j ? data[s + j - 1] : 0.0;
+        }
+        double minimum = f[0];
+        b->left[0] = minimum <= b->right[0] ? minimum
+                                           : (b->counts[0] == 0 ? b->right[0] : -INFINITY);
+    }
+    uint64_t total = 0;
+    Py_ssize_t n = size > 0 ? size : 1;
+    for (Py_ssize_t j = 0; j < n; j++)
+        total += mixed_bits(b->left[j]) * weights[j] +
+                 mixed_bits(b->right[j]) * weights[MAX_WEIGHTS + j] +
+                 mixed_bits(b->counts[j]) * weights[2 * MAX_WEIGHTS + j];
+    if (!tensor)
+        for (int i = 0; i < 5; i++)
+            total += mixed_bits(f[i]) * weights[3 * MAX_WEIGHTS + i];
+    total += (uint64_t)size * FINGERPRINT_MIX;
+    if (size < w) {
+        double edge = b->right[size > 0 ? size - 1 : 0];
+        for (Py_ssize_t j = size; j < w; j++)
+            b->left[j] = b->right[j] = edge;
+    }
+    return total;
+}
+
+PyDoc_STRVAR(reduce_doc,
+"reduce(data, rows, starts, sizes, kinds, fields, weights, stats, fingerprints)\n\n"
+"Statistics (float32 [B, 16], stats.STAT_NAMES) and 64-bit fingerprints (uint64 [B]) of the\n"
+"scanned histograms ``rows`` (see gather), as series.reduce_by_width computes them with numpy;\n"
+"``fields`` [rows, 5] the histo rows' proto fields, ``weights`` uint64 [4, 8192] the\n"
+"fingerprint weights. Histograms wider than 8192 buckets are refused (ValueError).");
+
+static PyObject *mod_reduce(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer b[9];
+    int got = 0;
+    PyObject *result = NULL;
+    PyObject *objects[9];
+    double *scratch = NULL;
+    if (!PyArg_UnpackTuple(args, "reduce", 9, 9, &objects[0], &objects[1], &objects[2],
+                           &objects[3], &objects[4], &objects[5], &objects[6], &objects[7],
+                           &objects[8]))
+        return NULL;
+    for (; got < 9; got++) {
+        int flags = got >= 7 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS;
+        if (PyObject_GetBuffer(objects[got], &b[got], flags) < 0)
+            goto done;
+    }
+    const double *data = b[0].buf, *fields = b[5].buf;
+    const int64_t *rows = b[1].buf, *starts = b[2].buf;
+    const int32_t *sizes = b[3].buf;
+    const uint8_t *kinds = b[4].buf;
+    const uint64_t *weights = b[6].buf;
+    float *stats = b[7].buf;
+    uint64_t *fingerprints = b[8].buf;
+    Py_ssize_t ndata = b[0].len / 8, nrows = b[3].len / 4, count = b[1].len / 8;
+    if (b[2].len / 8 != nrows || b[4].len != nrows || b[5].len != nrows * 5 * 8 ||
+        b[6].len != 4 * MAX_WEIGHTS * 8 || b[7].len != count * N_STATS * 4 ||
+        b[8].len != count * 8) {
+        PyErr_SetString(PyExc_ValueError, "reduce: inconsistent array sizes");
+        goto done;
+    }
+    scratch = PyMem_Malloc(6 * MAX_WEIGHTS * sizeof(double));
+    if (!scratch) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Buckets bk = {scratch, scratch + MAX_WEIGHTS, scratch + 2 * MAX_WEIGHTS,
+                  scratch + 3 * MAX_WEIGHTS, scratch + 4 * MAX_WEIGHTS, scratch + 5 * MAX_WEIGHTS};
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t r = rows[i];
+        if (r < 0 || r >= nrows) {
+            PyErr_SetString(PyExc_IndexError, "reduce: row out of range");
+            goto done;
+        }
+        Py_ssize_t k = sizes[r], s = (Py_ssize_t)starts[r];
+        int tensor = kinds[r] == K_TENSOR_HIST;
+        if (k < 0 || s < 0 || s + (tensor ? 3 : 2) * k > ndata) {
+            PyErr_SetString(PyExc_IndexError, "reduce: bucket data out of range");
+            goto done;
+        }
+        Py_ssize_t w = width_class(k);
+        if (w > MAX_WEIGHTS) {
+            PyErr_SetString(PyExc_ValueError, "reduce: histogram wider than 8192 buckets");
+            goto done;
+        }
+        const double *f = fields + 5 * r;
+        fingerprints[i] = fill_row(&bk, data, s, k, w, tensor, f, weights);
+        double out[N_STATS];
+        for (int j = 0; j < N_STATS; j++)
+            out[j] = NAN;
+        row_stats(&bk, w, f, !tensor, out);
+        for (int j = 0; j < N_STATS; j++)
+            stats[i * N_STATS + j] = to_float32(out[j]);
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyMem_Free(scratch);
+    for (int j = 0; j < got; j++)
+        PyBuffer_Release(&b[j]);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"reduce", mod_reduce, METH_VARARGS, reduce_doc},
     {"gather", mod_gather, METH_VARARGS, gather_doc},
     {"masked_crc32c", mod_masked_crc32c, METH_O,
      "The TFRecord checksum of a bytes-like object (CRC32C, rotated, plus a constant)."},

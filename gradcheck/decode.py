@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from google.protobuf.message import DecodeError
-from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
 
 from gradcheck.model import Damage, HistogramRecord, ScalarRecord
+
+if TYPE_CHECKING:  # imported where used: the C engine rarely decodes here (start-up ~15 ms)
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 
 HISTOGRAMS_PLUGIN = "histograms"
 SCALARS_PLUGIN = "scalars"
@@ -28,10 +29,12 @@ SCALARS_PLUGIN = "scalars"
 _BLOB_FIELDS = {4: "graph_def", 8: "tagged_run_metadata", 9: "meta_graph_def"}
 
 _FLOAT64 = np.dtype("<f8")
+# types.proto's DataType values (checked against tensorboard's in tests/test_fastpath.py)
+DT_FLOAT, DT_DOUBLE, DT_HALF = 1, 2, 19
 _NUMPY_DTYPES: dict[int, np.dtype[Any]] = {
-    types_pb2.DT_FLOAT: np.dtype("<f4"),
-    types_pb2.DT_DOUBLE: np.dtype("<f8"),
-    types_pb2.DT_HALF: np.dtype("<f2"),
+    DT_FLOAT: np.dtype("<f4"),
+    DT_DOUBLE: np.dtype("<f8"),
+    DT_HALF: np.dtype("<f2"),
 }
 
 ValueRecord = HistogramRecord | ScalarRecord | Damage
@@ -71,8 +74,11 @@ class EventDecoder:
         blob = _blob_field(payload)
         if blob is not None:
             return Decoded(what=blob)
+        from google.protobuf.message import DecodeError
+        from tensorboard.compat.proto.event_pb2 import Event
+
         try:
-            event = event_pb2.Event.FromString(payload)
+            event = Event.FromString(payload)
         except DecodeError as error:
             raise UndecodableEvent(str(error) or "not an Event protobuf") from None
         what = event.WhichOneof("what") or ""
@@ -209,7 +215,7 @@ def _tensor_histogram(
     """A TF2 ``[k, 3]`` histogram tensor (rows ``left, right, count``)."""
     dims = tensor.tensor_shape.dim
     content = tensor.tensor_content
-    if tensor.dtype == types_pb2.DT_DOUBLE and len(dims) == 2 and content:
+    if tensor.dtype == DT_DOUBLE and len(dims) == 2 and content:
         # The common case, without the generic checks: float64 rows in tensor_content.
         rows = dims[0].size
         if dims[1].size == 3 and rows >= 0 and len(content) == rows * 24:
@@ -263,7 +269,9 @@ def tensor_values(tensor: tensor_pb2.TensorProto) -> np.ndarray | str:
     """
     dtype = _NUMPY_DTYPES.get(tensor.dtype)
     if dtype is None:
-        return f"tensor of dtype {types_pb2.DataType.Name(tensor.dtype)} is not read"
+        from tensorboard.compat.proto.types_pb2 import DataType
+
+        return f"tensor of dtype {DataType.Name(tensor.dtype)} is not read"
     shape = tuple([dim.size for dim in tensor.tensor_shape.dim])
     if shape and min(shape) < 0:
         return f"tensor of unknown shape {list(shape)}"

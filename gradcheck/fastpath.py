@@ -22,8 +22,6 @@ from dataclasses import dataclass, field, replace
 from typing import BinaryIO
 
 import numpy as np
-from google.protobuf.message import DecodeError
-from tensorboard.compat.proto import event_pb2
 
 from gradcheck.decode import EventDecoder, first_left_edges
 from gradcheck.framing import Frame, MappedWindow, Window, frame_at
@@ -38,7 +36,16 @@ from gradcheck.reader import (
     restart_notice,
     unreadable,
 )
-from gradcheck.series import BucketMatrices, RunData, SeriesKey, _Reducer, merge, reduce_by_width
+from gradcheck.series import (
+    _WEIGHTS,
+    BucketMatrices,
+    RunData,
+    SeriesKey,
+    _Reducer,
+    merge,
+    reduce_by_width,
+)
+from gradcheck.stats import STAT_NAMES
 from gradcheck.steps import StepWindow
 from gradcheck.storage import file_size, open_binary
 
@@ -284,7 +291,7 @@ class _RangeReader:
     def _histograms(self, at: np.ndarray, tags: list[str]) -> None:
         c = self.columns
         sizes = c.sizes[at].astype(np.int64)
-        rows, fingerprints = reduce_by_width(sizes, _matrices_of(c, at, sizes))
+        rows, fingerprints = _reduced(c, at, sizes)
         keys = c.tag_ids[at].astype(np.int64) << 32 | c.indexes[at].astype(np.int64)
         _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         members = np.argsort(inverse, kind="stable")
@@ -348,8 +355,11 @@ def _unknown_tensor_tags(payload: bytes, decoder: EventDecoder) -> set[str]:
     A range that starts mid-file does not know the plugins named before it: the merge checks
     these tags against what the earlier range learnt.
     """
+    from google.protobuf.message import DecodeError  # lazy: start-up of the C engine
+    from tensorboard.compat.proto.event_pb2 import Event
+
     try:
-        event = event_pb2.Event.FromString(payload)
+        event = Event.FromString(payload)
     except DecodeError:
         return set()
     return {
@@ -369,6 +379,17 @@ def _in_window(steps: np.ndarray, window: StepWindow) -> np.ndarray | None:
     if window.last is not None:
         keep &= steps <= window.last
     return keep
+
+
+def _reduced(c: _Columns, at: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Statistics and fingerprints of the scanned histograms ``at``: in C (``_scan.reduce``,
+    the numpy code's twin) up to 8192 buckets, else with numpy (``series.reduce_by_width``)."""
+    if sizes.size and int(sizes.max()) > _WEIGHTS.shape[1]:
+        return reduce_by_width(sizes, _matrices_of(c, at, sizes))
+    rows = np.empty((at.size, len(STAT_NAMES)), dtype=np.float32)
+    fingerprints = np.empty(at.size, dtype=np.uint64)
+    _scan.reduce(c.data, at, c.starts, c.sizes, c.kinds, c.fields, _WEIGHTS, rows, fingerprints)
+    return rows, fingerprints
 
 
 def _matrices_of(
@@ -583,8 +604,11 @@ def _step_boundary(window: Window, give_up: int) -> int | None:
 
 def _summary_step(payload: bytes) -> int | None:
     """The step of a summary event (None for anything else)."""
+    from google.protobuf.message import DecodeError  # lazy: start-up of the C engine
+    from tensorboard.compat.proto.event_pb2 import Event
+
     try:
-        event = event_pb2.Event.FromString(payload)
+        event = Event.FromString(payload)
     except DecodeError:
         return None
     return int(event.step) if event.WhichOneof("what") == "summary" else None

@@ -294,9 +294,10 @@ def _bucket_moments(
     Empty buckets contribute nothing, whatever their edges.
     Uniform on ``[a, b]``: ``E[x^2] = mid^2 + width^2 / 12``.
     """
-    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):  # NaN edges of empty buckets
-        lo = np.where(counts > 0, lo, 0.0)
-        hi = np.where(counts > 0, hi, 0.0)
+    # Per bucket, not only when some edge of the batch is NaN/Inf: an edge whose square
+    # overflows must not reach a row through 0 * inf, whatever else is in its batch.
+    lo = np.where(counts > 0, lo, 0.0)
+    hi = np.where(counts > 0, hi, 0.0)
     middle = (lo + hi) * 0.5
     width_term = hi - lo
     width_term *= width_term
