@@ -59,8 +59,8 @@ def _formed(parameters: list[Parameter]) -> GlobalNorm | None:
     if not gradients:
         return None
     common = gradients[0].steps
-    for gradient in gradients[1:]:
-        common = np.intersect1d(common, gradient.steps)
+    for gradient in gradients[1:]:  # series' steps rise strictly: unique
+        common = np.intersect1d(common, gradient.steps, assume_unique=True)
     if common.size == 0:
         return None
     squares = np.zeros(common.size)

@@ -242,8 +242,8 @@ def grad_to_weight(parameter: Parameter) -> tuple[np.ndarray, np.ndarray]:
     gradient, weight = parameter.gradient, parameter.weight
     if gradient is None or weight is None:
         return np.empty(0, dtype=np.int64), np.empty(0)
-    steps, in_gradient, in_weight = np.intersect1d(
-        gradient.steps, weight.steps, return_indices=True
+    steps, in_gradient, in_weight = np.intersect1d(  # series' steps rise strictly: unique
+        gradient.steps, weight.steps, assume_unique=True, return_indices=True
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = gradient.rms[in_gradient] / weight.rms[in_weight]
