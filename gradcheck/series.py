@@ -143,29 +143,35 @@ def _grown(array: np.ndarray, size: int, needed: int) -> np.ndarray:
     return bigger
 
 
-_HISTOGRAM_COLUMNS = (
-    (np.dtype(np.int64), ()),
-    (np.dtype(np.float64), ()),
-    (np.dtype(np.float32), (len(STAT_NAMES),)),
-    (np.dtype(np.uint64), ()),
-)
 _SCALAR_COLUMNS = ((np.dtype(np.int64), ()), (np.dtype(np.float64), ()))
 
 
+_HistogramBlock = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""Rows of one series appended together: steps, wall times, statistics, fingerprints."""
+
+
 class _HistogramBuilder:
-    __slots__ = ("columns", "encoding", "key")
+    """A histogram series' rows as the blocks they came in (one batch's rows of the series
+    each), joined once at the end: no per-append growth or copying."""
+
+    __slots__ = ("blocks", "encoding", "key", "last_step")
 
     def __init__(self, key: SeriesKey, encoding: str) -> None:
         self.key = key
         self.encoding = encoding
-        self.columns = _Columns(_HISTOGRAM_COLUMNS)
+        self.blocks: list[_HistogramBlock] = []
+        self.last_step: int | None = None
 
     def append(
-        self, steps: list[int], wall_times: np.ndarray, rows: np.ndarray, fingerprints: np.ndarray
+        self,
+        steps: np.ndarray,
+        wall_times: np.ndarray,
+        rows: np.ndarray,
+        fingerprints: np.ndarray,
     ) -> None:
         """Append rows in stream order (steps that go back purge, as documented above)."""
-        if any(later <= earlier for earlier, later in zip(steps, steps[1:], strict=False)):
-            for i in range(len(steps)):  # a restart inside the block: one row at a time
+        if steps.size > 1 and bool((steps[1:] <= steps[:-1]).any()):
+            for i in range(steps.size):  # a restart inside the block: one row at a time
                 self.append(
                     steps[i : i + 1],
                     wall_times[i : i + 1],
@@ -173,17 +179,37 @@ class _HistogramBuilder:
                     fingerprints[i : i + 1],
                 )
             return
-        at = self.columns.prepare_block(steps[0], len(steps))
-        end = at + len(steps)
-        kept_steps, kept_walls, kept_stats, kept_fingerprints = self.columns.arrays
-        kept_steps[at:end] = steps
-        kept_walls[at:end] = wall_times
-        kept_stats[at:end] = rows
-        kept_fingerprints[at:end] = fingerprints
+        first = int(steps[0])
+        if self.last_step is not None and first <= self.last_step:
+            self._purge_from(first)
+        self.blocks.append((steps, wall_times, rows, fingerprints))
+        self.last_step = int(steps[-1])
+
+    def _purge_from(self, step: int) -> None:
+        """Drop the kept rows at steps >= ``step`` (a restart)."""
+        kept = self._joined()
+        size = int(np.searchsorted(kept[0], step, side="left"))
+        self.blocks = [(kept[0][:size], kept[1][:size], kept[2][:size], kept[3][:size])]
+
+    def _joined(self) -> _HistogramBlock:
+        if len(self.blocks) == 1:
+            return self.blocks[0]
+        columns = zip(*self.blocks, strict=True)
+        steps, walls, stats, fingerprints = (np.concatenate(column) for column in columns)
+        return steps, walls, stats, fingerprints
 
     def build(self) -> HistogramSeries:
-        steps, walls, stats, fingerprints = self.columns.finish()
         tag, index = self.key
+        if not self.blocks:
+            return HistogramSeries(
+                tag, index, self.encoding, np.empty(0, np.int64), np.empty(0, np.float64),
+                np.empty((0, len(STAT_NAMES)), np.float32), np.empty(0, np.uint64),
+            )  # fmt: skip
+        single = len(self.blocks) == 1  # else joined into new arrays already
+        steps, walls, stats, fingerprints = (
+            column.copy() if single else column for column in self._joined()
+        )  # owned, trimmed arrays (a purged block is a view)
+        self.blocks = []
         return HistogramSeries(tag, index, self.encoding, steps, walls, stats, fingerprints)
 
 
@@ -292,7 +318,7 @@ class _Reducer:
             builder = self.histograms.get(key)
             if builder is None:
                 builder = self.histograms[key] = _HistogramBuilder(key, encoding)
-            builder.append(steps[at].tolist(), walls[at], rows[at], fingerprints[at])
+            builder.append(steps[at], walls[at], rows[at], fingerprints[at])
 
     def _built_histograms(self) -> dict[SeriesKey, HistogramSeries]:
         """Build every series, releasing each builder's buffers before the next (peak memory)."""
