@@ -150,16 +150,31 @@ _HistogramBlock = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 """Rows of one series appended together: steps, wall times, statistics, fingerprints."""
 
 
+_JOIN_BLOCKS = 32
+"""Small blocks of a series joined into one once there are this many (a block holds one
+batch's rows of the series, ~32 for 128 TF2 series: four numpy arrays each)."""
+
+
+def _joined_blocks(blocks: list[_HistogramBlock]) -> _HistogramBlock:
+    """Blocks as one (the block itself when there is one)."""
+    if len(blocks) == 1:
+        return blocks[0]
+    columns = zip(*blocks, strict=True)
+    steps, walls, stats, fingerprints = (np.concatenate(column) for column in columns)
+    return steps, walls, stats, fingerprints
+
+
 class _HistogramBuilder:
     """A histogram series' rows as the blocks they came in (one batch's rows of the series
     each), joined once at the end: no per-append growth or copying."""
 
-    __slots__ = ("blocks", "encoding", "key", "last_step")
+    __slots__ = ("blocks", "encoding", "joined", "key", "last_step")
 
     def __init__(self, key: SeriesKey, encoding: str) -> None:
         self.key = key
         self.encoding = encoding
         self.blocks: list[_HistogramBlock] = []
+        self.joined = 0  # blocks before this one are joined runs of small blocks
         self.last_step: int | None = None
 
     def append(
@@ -184,19 +199,16 @@ class _HistogramBuilder:
             self._purge_from(first)
         self.blocks.append((steps, wall_times, rows, fingerprints))
         self.last_step = int(steps[-1])
+        if len(self.blocks) - self.joined >= _JOIN_BLOCKS:  # bounded per-array overhead
+            self.blocks[self.joined :] = [_joined_blocks(self.blocks[self.joined :])]
+            self.joined = len(self.blocks)
 
     def _purge_from(self, step: int) -> None:
         """Drop the kept rows at steps >= ``step`` (a restart)."""
-        kept = self._joined()
+        kept = _joined_blocks(self.blocks)
         size = int(np.searchsorted(kept[0], step, side="left"))
         self.blocks = [(kept[0][:size], kept[1][:size], kept[2][:size], kept[3][:size])]
-
-    def _joined(self) -> _HistogramBlock:
-        if len(self.blocks) == 1:
-            return self.blocks[0]
-        columns = zip(*self.blocks, strict=True)
-        steps, walls, stats, fingerprints = (np.concatenate(column) for column in columns)
-        return steps, walls, stats, fingerprints
+        self.joined = 1
 
     def build(self) -> HistogramSeries:
         tag, index = self.key
@@ -207,7 +219,7 @@ class _HistogramBuilder:
             )  # fmt: skip
         single = len(self.blocks) == 1  # else joined into new arrays already
         steps, walls, stats, fingerprints = (
-            column.copy() if single else column for column in self._joined()
+            column.copy() if single else column for column in _joined_blocks(self.blocks)
         )  # owned, trimmed arrays (a purged block is a view)
         self.blocks = []
         return HistogramSeries(tag, index, self.encoding, steps, walls, stats, fingerprints)
