@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only: `gradcheck --version` / `--help` need no numpy (~0.07 s)
+    import numpy as np
 
 # --------------------------------------------------------------------------------------------
 # Records: what the reader yields, one per summary value / damage / notice.
