@@ -487,7 +487,8 @@ def merge_ranges(first: RangeResult, second: RangeResult, boundary: int) -> Rang
     The second range's pending tensors are settled with the plugins the first range learnt
     (kept, or dropped as the reference would have skipped them). None when the ranges cannot
     be joined exactly (a restart, a tag whose reading depends on what came before the
-    boundary): then the file is read again in one piece.
+    boundary): then the file is read again in one piece. Joined, the two results' series are
+    consumed (moved into the joined result, each half freed as it is joined).
     """
     if first.restarts or second.restarts or first.stopped_at != boundary:
         return None
@@ -507,7 +508,7 @@ def merge_ranges(first: RangeResult, second: RangeResult, boundary: int) -> Rang
     if len(dropped) < len(second.pending):
         tally.encodings.add("tensor")
     return RangeResult(
-        data=merge([first.data, _without_tags(second.data, dropped)]),
+        data=merge([first.data, _without_tags(second.data, dropped)], consume=True),
         values_read=read,
         values_kept=kept,
         tally=tally,

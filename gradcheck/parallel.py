@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -172,14 +173,41 @@ def _run_and_send(task: _Task, window: StepWindow, sender: Connection) -> None:
         message: tuple[bool, object] = (True, _run(task, window))
     except BaseException as error:  # noqa: BLE001 - re-raised in the parent
         message = (False, error)
-    sender.send(message)
+    _send(sender, message)
     sender.close()
+
+
+def _send(sender: Connection, message: object) -> None:
+    """Send ``message`` with its numpy arrays' buffers out of band (pickle protocol 5).
+
+    The pickle holds only the small structure; each array's memory is then written to the
+    pipe as it stands, so neither process ever holds a pickled copy beside the arrays.
+    """
+    buffers: list[pickle.PickleBuffer] = []
+    head = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
+    views = [buffer.raw() for buffer in buffers]
+    sender.send((head, [view.nbytes for view in views]))
+    for view in views:
+        sender.send_bytes(view)
+
+
+def _receive(receiver: Connection) -> tuple[bool, object]:
+    """What :func:`_send` sent: each buffer read into its own preallocated ``bytearray``,
+    which the unpickled array then uses as its memory (writable, no further copy)."""
+    head, sizes = receiver.recv()
+    buffers = []
+    for size in sizes:
+        buffer = bytearray(size)
+        receiver.recv_bytes_into(buffer)
+        buffers.append(buffer)
+    message: tuple[bool, object] = pickle.loads(head, buffers=buffers)
+    return message
 
 
 def _received(receiver: Connection, task: _Task, window: StepWindow) -> object:
     """The child's result (its error re-raised here); read here if the child died."""
     try:
-        ok, value = receiver.recv()
+        ok, value = _receive(receiver)
     except (EOFError, OSError):
         return _run(task, window)
     if not ok:

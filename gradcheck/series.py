@@ -17,8 +17,9 @@ and merging them gives the same result as reducing the run's stream.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -38,6 +39,9 @@ BATCH_BUCKETS = 1 << 19
 
 SeriesKey = tuple[str, int]
 """``(tag, index)``: ``index`` tells apart series written under one tag at one step."""
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -517,8 +521,14 @@ def _more_weights(width: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def merge(parts: Sequence[RunData]) -> RunData:
-    """Merge the reductions of a run's files (in file order) into one, purging restarts."""
+def merge(parts: Sequence[RunData], consume: bool = False) -> RunData:
+    """Merge the reductions of a run's files (in file order) into one, purging restarts.
+
+    With ``consume``, each part's series are taken out of its (dict) mappings as they are
+    joined, so that a part's series is freed as soon as the joined one exists, instead of both
+    halves and the joined result living until the end (the parts are left empty: only for
+    parts nothing else reads afterwards).
+    """
     if not parts:
         return reduce_records(())
     if len(parts) == 1:
@@ -526,10 +536,10 @@ def merge(parts: Sequence[RunData]) -> RunData:
     histograms: dict[SeriesKey, HistogramSeries] = {}
     scalars: dict[str, ScalarSeries] = {}
     for part in parts:
-        for key, series in part.histograms.items():
+        for key, series in _items(part.histograms, consume):
             kept = histograms.get(key)
             histograms[key] = series if kept is None else _joined_histograms(kept, series)
-        for tag, scalar in part.scalars.items():
+        for tag, scalar in _items(part.scalars, consume):
             kept_scalar = scalars.get(tag)
             scalars[tag] = scalar if kept_scalar is None else _joined_scalars(kept_scalar, scalar)
     files = dict.fromkeys(file for part in parts for file in part.files)
@@ -542,6 +552,15 @@ def merge(parts: Sequence[RunData]) -> RunData:
         histograms=histograms,
         scalars=scalars,
     )
+
+
+def _items(mapping: Mapping[_K, _V], consume: bool) -> Iterator[tuple[_K, _V]]:
+    """The mapping's items in order; popped one by one from a dict when ``consume``."""
+    if not consume or not isinstance(mapping, dict):
+        yield from mapping.items()
+        return
+    for key in list(mapping):
+        yield key, mapping.pop(key)
 
 
 def _kept_before(kept_steps: np.ndarray, newer_steps: np.ndarray) -> int:

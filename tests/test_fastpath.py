@@ -358,6 +358,55 @@ def test_pool_over_files_and_ranges_matches_one_process(
         assert_same(reference.data, part.data)
 
 
+def test_child_result_crosses_the_pipe_with_writable_arrays(tmp_path: Path) -> None:
+    # The arrays' buffers travel out of band (pickle protocol 5) into preallocated bytearrays:
+    # the received arrays equal the sent ones, are writable and own no pickled copy.
+    path = tmp_path / "events.out.tfevents.1.v2"
+    ef.write_events(path, tf2_steps(range(30)))
+    sent = reduce_range(str(path), "run", StepWindow(), 0, -1)
+    receiver, sender = parallel._context().Pipe(duplex=False)
+    child = parallel._context().Process(  # type: ignore[attr-defined]
+        target=parallel._send, args=(sender, (True, sent))
+    )
+    child.start()
+    sender.close()
+    ok, got = parallel._receive(receiver)
+    child.join()
+    assert ok and isinstance(got, fastpath.RangeResult)
+    assert_same(sent.data, got.data)
+    series = got.data.histograms[("weights/dense/kernel", 0)]
+    owner = series.stats
+    while isinstance(owner, (np.ndarray, memoryview)):
+        owner = owner.base if isinstance(owner, np.ndarray) else owner.obj
+    assert series.stats.flags.writeable and isinstance(owner, bytearray)
+    assert series.steps.tolist() == list(range(30))
+    assert (got.values_read, got.tally.records) == (sent.values_read, sent.tally.records)
+
+
+def test_child_error_is_raised_in_the_parent(tmp_path: Path) -> None:
+    receiver, sender = parallel._context().Pipe(duplex=False)
+    parallel._send(sender, (False, ValueError("child failed")))
+    task = parallel._Task(0, str(tmp_path / "missing"), "run")
+    with pytest.raises(ValueError, match="child failed"):
+        parallel._received(receiver, task, StepWindow())
+
+
+def test_merge_ranges_frees_each_half_as_it_joins(tmp_path: Path) -> None:
+    path = tmp_path / "events.out.tfevents.1.v2"
+    ef.write_events(path, tf2_steps(range(40)))
+    boundary = fastpath.split_offset(str(path), path.stat().st_size)
+    assert boundary is not None
+    first = reduce_range(str(path), "run", StepWindow(), 0, boundary)
+    second = reduce_range(str(path), "run", StepWindow(), boundary, -1)
+    joined = fastpath.merge_ranges(first, second, boundary)
+    assert joined is not None
+    # The halves' series moved into the joined result (nothing held twice).
+    assert not first.data.histograms and not second.data.histograms
+    assert not first.data.scalars and not second.data.scalars
+    assert len(joined.data.histograms[("gradients/dense/kernel", 0)]) == 40
+    assert joined.data.scalars["loss"].steps.tolist() == list(range(40))
+
+
 # --------------------------------------------------------------------------------------------
 # Pieces
 # --------------------------------------------------------------------------------------------
