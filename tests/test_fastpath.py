@@ -328,7 +328,7 @@ def test_split_offset_starts_a_new_step_at_a_verifiable_record(tmp_path: Path) -
     [
         (1, 2),  # one file in two ranges: this process reads one, a forked child the other
         (2, 2),  # two whole files, the same way
-        (3, 2),  # a pool over whole files (no split: as many files as processes or more)
+        (3, 2),  # whole files (no split: as many files as processes or more): 1 here, 2 in a child
         (3, 8),  # a pool over files split in ranges
     ],
 )
@@ -381,6 +381,14 @@ def test_child_result_crosses_the_pipe_with_writable_arrays(tmp_path: Path) -> N
     assert series.stats.flags.writeable and isinstance(owner, bytearray)
     assert series.steps.tolist() == list(range(30))
     assert (got.values_read, got.tally.records) == (sent.values_read, sent.tally.records)
+
+
+def test_tasks_are_cut_in_two_runs_of_nearest_bytes() -> None:
+    assert parallel._balanced_cut([10, 10]) == 1
+    assert parallel._balanced_cut([40, 40, 40, 40]) == 2
+    assert parallel._balanced_cut([100, 10, 10, 10]) == 1
+    assert parallel._balanced_cut([10, 10, 10, 100]) == 3
+    assert parallel._balanced_cut([20, 10, 25, 5]) == 2
 
 
 def test_child_error_is_raised_in_the_parent(tmp_path: Path) -> None:
