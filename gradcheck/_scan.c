@@ -865,59 +865,40 @@ static int resolve_rows(Scanner *s, Event *e)
 /* ------------------------------------------------------------------------------------------ */
 
 /* numpy's pairwise summation (float64, any stride), so that element counts match
- * ``counts.sum()`` bit for bit. */
-static double pairwise_sum(const uint8_t *a, Py_ssize_t n, Py_ssize_t stride)
-{
-    if (n < 8) {
-        double res = 0.;
-        for (Py_ssize_t i = 0; i < n; i++)
-            res += load_f64(a + i * stride);
-        return res;
+ * ``counts.sum()`` bit for bit. One body for both element types, expanded per loader so
+ * that each scan loop keeps its own inlined load (float32 tensors are widened to float64
+ * first by the reference: same summation). */
+#define DEFINE_PAIRWISE_SUM(name, LOAD)                                                        \
+    static double name(const uint8_t *a, Py_ssize_t n, Py_ssize_t stride)                      \
+    {                                                                                          \
+        if (n < 8) {                                                                           \
+            double res = 0.;                                                                   \
+            for (Py_ssize_t i = 0; i < n; i++)                                                 \
+                res += LOAD(a + i * stride);                                                   \
+            return res;                                                                        \
+        }                                                                                      \
+        if (n <= 128) {                                                                        \
+            double r[8];                                                                       \
+            Py_ssize_t i;                                                                      \
+            for (int j = 0; j < 8; j++)                                                        \
+                r[j] = LOAD(a + j * stride);                                                   \
+            for (i = 8; i < n - (n % 8); i += 8)                                               \
+                for (int j = 0; j < 8; j++)                                                    \
+                    r[j] += LOAD(a + (i + j) * stride);                                        \
+            double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));   \
+            for (; i < n; i++)                                                                 \
+                res += LOAD(a + i * stride);                                                   \
+            return res;                                                                        \
+        }                                                                                      \
+        Py_ssize_t n2 = n / 2;                                                                 \
+        n2 -= n2 % 8;                                                                          \
+        return name(a, n2, stride) + name(a + n2 * stride, n - n2, stride);                    \
     }
-    if (n <= 128) {
-        double r[8];
-        Py_ssize_t i;
-        for (int j = 0; j < 8; j++)
-            r[j] = load_f64(a + j * stride);
-        for (i = 8; i < n - (n % 8); i += 8)
-            for (int j = 0; j < 8; j++)
-                r[j] += load_f64(a + (i + j) * stride);
-        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for (; i < n; i++)
-            res += load_f64(a + i * stride);
-        return res;
-    }
-    Py_ssize_t n2 = n / 2;
-    n2 -= n2 % 8;
-    return pairwise_sum(a, n2, stride) + pairwise_sum(a + n2 * stride, n - n2, stride);
-}
 
-static double pairwise_sum_f32(const uint8_t *a, Py_ssize_t n, Py_ssize_t stride)
-{
-    /* float32 tensors are widened to float64 first by the reference: same summation. */
-    if (n < 8) {
-        double res = 0.;
-        for (Py_ssize_t i = 0; i < n; i++)
-            res += (double)load_f32(a + i * stride);
-        return res;
-    }
-    if (n <= 128) {
-        double r[8];
-        Py_ssize_t i;
-        for (int j = 0; j < 8; j++)
-            r[j] = (double)load_f32(a + j * stride);
-        for (i = 8; i < n - (n % 8); i += 8)
-            for (int j = 0; j < 8; j++)
-                r[j] += (double)load_f32(a + (i + j) * stride);
-        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for (; i < n; i++)
-            res += (double)load_f32(a + i * stride);
-        return res;
-    }
-    Py_ssize_t n2 = n / 2;
-    n2 -= n2 % 8;
-    return pairwise_sum_f32(a, n2, stride) + pairwise_sum_f32(a + n2 * stride, n - n2, stride);
-}
+static double load_f32_as_f64(const uint8_t *p) { return (double)load_f32(p); }
+
+DEFINE_PAIRWISE_SUM(pairwise_sum, load_f64)
+DEFINE_PAIRWISE_SUM(pairwise_sum_f32, load_f32_as_f64)
 
 /* ``element_count``: an int, or None when the total is not finite. New reference. */
 static PyObject *count_object(double total)
