@@ -89,6 +89,15 @@ def test_exploding_run_exits_1_with_the_nan_first(logs: Path) -> None:
 def test_fail_on_decides_the_exit_status(logs: Path, fail_on: str, status: int) -> None:
     result = invoke("analyze", str(logs), "--fail-on", fail_on, "--format", "csv")
     assert result.exit_code == status
+    # The gate decides the status only: the report is the same whatever --fail-on says.
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    verdicts = sorted((Path(row["run"]).name, row["name"], row["verdict"]) for row in rows)
+    assert verdicts == sorted(
+        (run, name, "nan" if run == "exploding" else "ok")
+        for run in ("exploding", "healthy")
+        for name in PARAMETERS
+    )
+    assert result.stderr == ""
 
 
 def test_step_window_applies_before_the_verdicts(logs: Path) -> None:
@@ -155,7 +164,13 @@ def test_table_is_coloured_only_on_a_terminal_without_no_color(logs: Path) -> No
 
 def test_table_fits_80_columns(logs: Path) -> None:
     result = invoke("analyze", str(logs), "--all", env=Env(width=80))
-    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    assert result.exit_code == ExitStatus.FINDINGS, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    layer_rows = [line.split()[:2] for line in lines if line.startswith(("ok ", "nan "))]
+    assert sorted(layer_rows) == sorted(
+        [verdict, name] for verdict in ("ok", "nan") for name in PARAMETERS
+    )  # every layer of both runs is in the table, not cut away to fit
 
 
 def test_layer_and_run_globs_filter(logs: Path) -> None:
@@ -241,10 +256,15 @@ def test_damaged_file_is_a_warning_not_a_failure(logs: Path, tmp_path: Path) -> 
     (run,) = json.loads(result.stdout)["runs"]
     assert len(run["layers"]) == len(PARAMETERS)
     assert any("byte" in warning for warning in run["warnings"]), run["warnings"]
+    (in_json,) = run["warnings"]
+    assert in_json.startswith(f"{source.name}: incomplete final record, at byte ")
+    assert {layer["verdict"] for layer in run["layers"]} == {"ok"}
+    assert run["steps"] == [0, STEPS - 2]  # the cut record is the last step's
     as_csv = invoke("analyze", str(damaged.parent), "--format", "csv")
     assert as_csv.exit_code == ExitStatus.OK
     (warning,) = as_csv.stderr.splitlines()  # CSV has no room for warnings: stderr has them
     assert warning.startswith("gradcheck: warning: ") and "byte" in warning
+    assert warning == f"gradcheck: warning: {in_json}"  # the same words as in JSON
 
 
 # --- the command itself -----------------------------------------------------------------------
