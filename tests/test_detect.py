@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 
@@ -135,8 +136,14 @@ def test_healthy_run_has_no_flag_and_every_parameter_is_reported() -> None:
 def test_stats_are_json_safe() -> None:
     series = healthy_mlp()
     series["fc1.weight/grad"] = lambda s: np.full(256, np.nan) if s == 30 else gaussian(0.03)(s)
-    for result in analyze(series).layers:
+    report = analyze(series)
+    for result in report.layers:
         assert all(v is None or math.isfinite(v) for v in result.stats.values())
+        json.dumps(result.stats, allow_nan=False)  # plain numbers: no NaN, inf or numpy types
+    poisoned = layer(report, "fc1.weight")  # the NaN step is there, and left out of the stats
+    assert (poisoned.verdict, poisoned.first_bad_step) == ("nan", 30)
+    assert poisoned.stats["first_nan_step"] == 30 and poisoned.stats["grad_steps"] == 40
+    assert poisoned.stats["grad_norm_max"] == pytest.approx(0.03 * 16, rel=0.15)
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,6 +194,7 @@ def test_a_nan_loss_with_finite_histograms_afterwards_is_not_nan() -> None:
     loss = {"loss": lambda s: float("nan") if s == 12 else 1.0}
     report = analyze(healthy_mlp(), scalars=loss)
     assert report.counts["nan"] == 0
+    assert report.counts["ok"] == len(report.layers) == 3
 
 
 def test_nonfinite_count_scalar_marks_nan() -> None:
