@@ -42,6 +42,7 @@ SeriesKey = tuple[str, int]
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
+_B = TypeVar("_B")
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -166,6 +167,16 @@ def _joined_blocks(blocks: list[_HistogramBlock]) -> _HistogramBlock:
     columns = zip(*blocks, strict=True)
     steps, walls, stats, fingerprints = (np.concatenate(column) for column in columns)
     return steps, walls, stats, fingerprints
+
+
+def _built(builders: dict[_K, _B], build: Callable[[_B], _V]) -> dict[_K, _V]:
+    """Build every series in order, emptying ``builders``: each builder is dropped (its buffers
+    released) before the next is built, for peak memory. Histograms and scalars alike."""
+    built = {}
+    while builders:
+        key = next(iter(builders))
+        built[key] = build(builders.pop(key))
+    return built
 
 
 class _HistogramBuilder:
@@ -336,21 +347,6 @@ class _Reducer:
                 builder = self.histograms[key] = _HistogramBuilder(key, encoding)
             builder.append(steps[at], walls[at], rows[at], fingerprints[at])
 
-    def _built_histograms(self) -> dict[SeriesKey, HistogramSeries]:
-        """Build every series, releasing each builder's buffers before the next (peak memory)."""
-        built = {}
-        while self.histograms:
-            key = next(iter(self.histograms))
-            built[key] = self.histograms.pop(key).build()
-        return built
-
-    def _built_scalars(self) -> dict[str, ScalarSeries]:
-        built = {}
-        while self.scalars:
-            tag = next(iter(self.scalars))
-            built[tag] = self.scalars.pop(tag).build()
-        return built
-
     def finish(self) -> RunData:
         self.flush()
         return RunData(
@@ -359,8 +355,8 @@ class _Reducer:
             file_infos=tuple(self.file_infos),
             damages=tuple(self.damages),
             notices=tuple(self.notices),
-            histograms=self._built_histograms(),
-            scalars=self._built_scalars(),
+            histograms=_built(self.histograms, _HistogramBuilder.build),
+            scalars=_built(self.scalars, _ScalarBuilder.build),
         )
 
 
