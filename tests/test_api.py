@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +15,7 @@ from gradcheck.errors import InputError
 from gradcheck.model import FileInfo, HistogramRecord, ScalarRecord
 from gradcheck.stats import STAT_NAMES, histogram_stats
 from tests import eventfiles as ef
+from tests.fresh_interpreter import frameworks_imported_by
 
 WRITERS = Path(__file__).resolve().parent / "data" / "writers"
 
@@ -121,11 +119,5 @@ def test_empty_frame_keeps_its_columns(tmp_path: Path) -> None:
 
 
 def test_api_never_imports_tensorflow_or_torch() -> None:
-    code = (
-        "import sys, gradcheck;"
-        f"gradcheck.frame({str(WRITERS)!r});"
-        "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'torch', 'keras')];"
-        "assert not bad, bad"
-    )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    code = f"import gradcheck; assert len(gradcheck.frame({str(WRITERS)!r})) > 0"
+    assert frameworks_imported_by(code) == []

@@ -1,0 +1,35 @@
+"""Run a snippet in a fresh Python process and report which ML frameworks it imported.
+
+Reading and analysing event files must never import TensorFlow, PyTorch or Keras (slow to
+import, and absent where only gradcheck is installed): each entry point checks that with
+``frameworks_imported_by``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+FRAMEWORKS = ("tensorflow", "torch", "keras")
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def frameworks_imported_by(code: str) -> list[str]:
+    """The modules of ``FRAMEWORKS`` (or their submodules) in ``sys.modules`` after ``code``.
+
+    The test fails, with the child's stderr, if ``code`` raises.
+    """
+    script = (
+        f"{code}\n"
+        "import json, sys\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {FRAMEWORKS!r})))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
