@@ -221,6 +221,7 @@ needs_samples = pytest.mark.skipif(not SAMPLE_RUNS.is_dir(), reason="sample_runs
 def test_healthy_sample_runs_have_no_flag(name: str) -> None:
     report = analyze(SAMPLE_RUNS / name)
     assert report.layers and report.counts["ok"] == len(report.layers)
+    assert len(report.layers) == 6  # every parameter paired, none lost on the way
 
 
 @needs_samples
