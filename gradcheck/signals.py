@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -267,36 +268,26 @@ def before(parameter: Parameter, step: int | None) -> Parameter:
         return parameter
     return Parameter(
         parameter.tags,
-        _gradient_before(parameter.gradient, step),
-        _weight_before(parameter.weight, step),
+        _signal_before(parameter.gradient, step),
+        _signal_before(parameter.weight, step),
     )
 
 
-def _gradient_before(signal: GradientSignal | None, step: int) -> GradientSignal | None:
+_Signal = TypeVar("_Signal", GradientSignal, WeightSignal)
+
+
+def _signal_before(signal: _Signal | None, step: int) -> _Signal | None:
+    """``signal`` cut to the steps before ``step``: every per-step array by the step mask,
+    ``bad_steps`` (step numbers) by value; arrays of another length (empty fingerprints of a
+    scalars-only weight) stay as they are."""
     if signal is None:
         return None
     keep = signal.steps < step
-    return dataclasses.replace(
-        signal,
-        steps=signal.steps[keep],
-        norm=signal.norm[keep],
-        rms=signal.rms[keep],
-        bad_steps=signal.bad_steps[signal.bad_steps < step],
-    )
-
-
-def _weight_before(signal: WeightSignal | None, step: int) -> WeightSignal | None:
-    if signal is None:
-        return None
-    keep = signal.steps < step
-    return dataclasses.replace(
-        signal,
-        steps=signal.steps[keep],
-        norm=signal.norm[keep],
-        rms=signal.rms[keep],
-        mean=signal.mean[keep],
-        std=signal.std[keep],
-        quantiles=signal.quantiles[keep],
-        fingerprints=signal.fingerprints[keep] if signal.fingerprints.size else signal.fingerprints,
-        bad_steps=signal.bad_steps[signal.bad_steps < step],
-    )
+    changes: dict[str, Any] = {}
+    for field in dataclasses.fields(signal):
+        value = getattr(signal, field.name)
+        if field.name == "bad_steps":
+            changes[field.name] = value[value < step]
+        elif isinstance(value, np.ndarray) and value.shape[:1] == keep.shape:
+            changes[field.name] = value[keep]
+    return dataclasses.replace(signal, **changes)
