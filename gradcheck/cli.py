@@ -108,6 +108,29 @@ def debug_option(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
+def format_options(
+    choices: Sequence[str], document: str
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--format`` among ``choices`` (default table) and ``--output FILE`` for ``document``."""
+    names = ", ".join(choices[:-1]) + f" or {choices[-1]}"
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        function = click.option(
+            "--output", "-o", metavar="FILE", help=f"Write the {document} to FILE, not stdout."
+        )(function)
+        return click.option(
+            "--format",
+            "format_name",
+            type=click.Choice(choices),
+            default="table",
+            show_default=True,
+            metavar="FORMAT",
+            help=f"Output format: {names}.",
+        )(function)
+
+    return decorate
+
+
 @click.group(
     cls=GradcheckGroup,
     # A fixed help width: the README quotes --help, and a test keeps the quote true.
@@ -122,16 +145,7 @@ def cli() -> None:
 
 @cli.command(epilog=EXIT_STATUS_HELP)
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option(
-    "--format",
-    "format_name",
-    type=click.Choice(FORMAT_CHOICES),
-    default="table",
-    show_default=True,
-    metavar="FORMAT",
-    help="Output format: table, json, markdown or csv.",
-)
-@click.option("--output", "-o", metavar="FILE", help="Write the report to FILE, not stdout.")
+@format_options(FORMAT_CHOICES, "report")
 @click.option(
     "--fail-on",
     show_default=DEFAULT_FAIL_ON,
@@ -221,16 +235,7 @@ def analyze(
 
 @cli.command(epilog=EXIT_STATUS_HELP)
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option(
-    "--format",
-    "format_name",
-    type=click.Choice(INSPECT_FORMAT_CHOICES),
-    default="table",
-    show_default=True,
-    metavar="FORMAT",
-    help="Output format: table or json.",
-)
-@click.option("--output", "-o", metavar="FILE", help="Write the listing to FILE, not stdout.")
+@format_options(INSPECT_FORMAT_CHOICES, "listing")
 @click.option("--grad-pattern", metavar="RE", help="Regex for gradient tags, group (?P<name>).")
 @click.option("--weight-pattern", metavar="RE", help="Regex for weight tags, group (?P<name>).")
 @debug_option
