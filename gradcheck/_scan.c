@@ -225,6 +225,18 @@ static int next_field(const uint8_t **pp, const uint8_t *end, Field *f)
     }
 }
 
+/* The next field of a message whose known fields all number <= ``max`` and may each appear
+ * at most once (``*seen``: bit set of the numbers read). -1 when malformed, out of range or
+ * repeated: the caller falls back. */
+static inline int next_field_once(const uint8_t **pp, const uint8_t *end, Field *f, int *seen,
+                                  uint32_t max)
+{
+    if (next_field(pp, end, f) < 0 || f->number > max || (*seen & (1 << f->number)))
+        return -1;
+    *seen |= 1 << f->number;
+    return 0;
+}
+
 /* Strict UTF-8 check (no overlongs, surrogates or code points above U+10FFFF), as protobuf
  * checks proto3 strings. */
 static int valid_utf8(const uint8_t *s, Py_ssize_t n)
@@ -492,9 +504,8 @@ static int parse_metadata(Span m, Value *v)
     v->plugin.p = NULL;
     v->plugin.n = 0;
     while (p < end) {
-        if (next_field(&p, end, &f) < 0 || f.number > 4 || (seen & (1 << f.number)))
+        if (next_field_once(&p, end, &f, &seen, 4) < 0)
             return FALLBACK;
-        seen |= 1 << f.number;
         if (f.number == 1 && f.wire == 2) {
             Span d = {f.data, f.len};
             if (parse_plugin_data(d, v))
@@ -518,9 +529,8 @@ static int parse_histo(Span m, Value *v)
     v->limits.n = v->buckets.n = 0;
     v->limits.p = v->buckets.p = NULL;
     while (p < end) {
-        if (next_field(&p, end, &f) < 0 || f.number > 7 || (seen & (1 << f.number)))
+        if (next_field_once(&p, end, &f, &seen, 7) < 0)
             return FALLBACK;
-        seen |= 1 << f.number;
         if (f.number <= 5 && f.wire == 1) {
             v->hfields[f.number - 1] = load_f64(f.data);
         } else if (f.number >= 6 && f.wire == 2 && f.len % 8 == 0) {
@@ -636,9 +646,8 @@ static int parse_value(Scanner *s, Span m, Value *v)
     memset(v, 0, sizeof(Value));
     v->row_kind = -1;
     while (p < end) {
-        if (next_field(&p, end, &f) < 0 || f.number > 9 || (seen & (1 << f.number)))
+        if (next_field_once(&p, end, &f, &seen, 9) < 0)
             return FALLBACK;
-        seen |= 1 << f.number;
         Span d = {f.data, f.len};
         if (f.number == 1 && f.wire == 2) {
             v->tag = d;
@@ -723,9 +732,8 @@ static int parse_event(Scanner *s, const uint8_t *payload, Py_ssize_t n, Event *
     Field f;
     memset(e, 0, sizeof(Event));
     while (p < end) {
-        if (next_field(&p, end, &f) < 0 || f.number > 10 || (seen & (1 << f.number)))
+        if (next_field_once(&p, end, &f, &seen, 10) < 0)
             return FALLBACK;
-        seen |= 1 << f.number;
         Span d = {f.data, f.len};
         if (f.number == 1 && f.wire == 1) {
             e->wall_time = load_f64(f.data);
