@@ -137,6 +137,12 @@ def test_callback_leaves_training_bit_identical(tmp_path: Path) -> None:
     for before, after in zip(plain.weights, logged.weights, strict=True):
         np.testing.assert_array_equal(before.numpy(), after.numpy(), err_msg=before.path)
     assert callback.seconds_logging > 0
+    callback.close()
+    # The callback did log, before each of the 2 x 128 / 32 updates and after the last: the
+    # equality above held with the logging steps in place, not because there were none.
+    logs = read_logs(tmp_path)
+    assert logs.steps(logtags.GLOBAL_GRADIENT_NORM) == list(range(2 * ROWS // BATCH + 1))
+    assert bucket_total(logs.histograms["gradients/net/hidden/kernel"][7]) == FEATURES * 12
 
 
 def test_callback_takes_a_dataset_and_resamples(tmp_path: Path) -> None:
