@@ -168,6 +168,12 @@ def test_odd_files_and_writers(corpus: dict[str, FileRead]) -> None:
     assert empty.info is not None and (empty.info.size, empty.info.records) == (0, 0)
     assert find(corpus, "2gpu_big%2Fevents").of(ScalarRecord)
     assert find(corpus, "events.out.tfevents.resnet").of(ScalarRecord)
+    # Odd names are read whole, not just found: every scalar of each file.
+    odd_name = find(corpus, "2gpu_big%2Fevents").of(ScalarRecord)
+    assert sorted((r.tag, r.step) for r in odd_name) == [("accuracy", 1003), ("loss", 1003)]
+    renamed = find(corpus, "events.out.tfevents.resnet").of(ScalarRecord)
+    per_tag = {tag: sum(r.tag == tag for r in renamed) for tag in {r.tag for r in renamed}}
+    assert per_tag == {"train/loss": 200, "train/acc": 200, "val/acc": 100}
     modern = find(corpus, "imdb-model")
     assert modern.info is not None
     assert modern.info.writer == "tensorflow.core.util.events_writer"
