@@ -99,16 +99,15 @@ class EventDecoder:
         for value in event.summary.value:
             kind = value.WhichOneof("value")
             if kind == "tensor":
-                plugin = self._plugin_of(value)
+                tag = value.tag  # each read makes a new str: once for the plugin and the record
+                plugin = self._plugin_of(value, tag)
                 if plugin == HISTOGRAMS_PLUGIN:
                     records.append(
-                        _tensor_histogram(
-                            value.tensor, run, file, offset, value.tag, step, wall_time
-                        )
+                        _tensor_histogram(value.tensor, run, file, offset, tag, step, wall_time)
                     )
                 elif plugin == SCALARS_PLUGIN:
                     records.append(
-                        _tensor_scalar(value.tensor, run, file, offset, value.tag, step, wall_time)
+                        _tensor_scalar(value.tensor, run, file, offset, tag, step, wall_time)
                     )
             elif kind == "histo":
                 records.append(
@@ -122,14 +121,14 @@ class EventDecoder:
                     )
                 )  # fmt: skip
 
-    def _plugin_of(self, value: summary_pb2.Summary.Value) -> str | None:
-        """The value's plugin name, or the one remembered from the tag's first value."""
+    def _plugin_of(self, value: summary_pb2.Summary.Value, tag: str) -> str | None:
+        """The value's plugin name, or the one remembered from ``tag``'s first value."""
         if value.HasField("metadata"):
             name = value.metadata.plugin_data.plugin_name
             if name:
-                self.plugin_by_tag[value.tag] = name
+                self.plugin_by_tag[tag] = name
                 return name
-        return self.plugin_by_tag.get(value.tag)
+        return self.plugin_by_tag.get(tag)
 
 
 def _blob_field(payload: bytes) -> str | None:
