@@ -82,16 +82,18 @@ def test_activation_and_input_tags_are_other(tag: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("weight", "gradient"),
+    ("weight", "gradient", "name"),
     [
-        ("dense/kernel:0", "Gradients_dense/kernel:0"),
-        ("fc1.weight", "fc1.weight/grad"),
-        ("weights/dense_1/kernel", "gradients/dense_1/kernel"),
-        ("dense_1/kernel_0", "dense_1/kernel_0_grad"),
+        ("dense/kernel:0", "Gradients_dense/kernel:0", "dense/kernel"),
+        ("fc1.weight", "fc1.weight/grad", "fc1.weight"),
+        ("weights/dense_1/kernel", "gradients/dense_1/kernel", "dense_1/kernel"),
+        ("dense_1/kernel_0", "dense_1/kernel_0_grad", "dense_1/kernel"),
     ],
 )
-def test_weight_and_gradient_of_one_parameter_pair(weight: str, gradient: str) -> None:
+def test_weight_and_gradient_of_one_parameter_pair(weight: str, gradient: str, name: str) -> None:
     assert parameter_name(weight) == parameter_name(gradient)
+    assert parameter_name(weight) == name  # the same name, and the right one
+    assert (classify_tag(weight), classify_tag(gradient)) == ("weight", "gradient")
 
 
 def test_user_patterns_take_precedence_and_name_the_parameter() -> None:
