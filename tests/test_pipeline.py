@@ -44,6 +44,7 @@ def test_files_reduced_apart_and_merged_match_the_whole_run(tmp_path: Path) -> N
         name: verdict for name, (verdict, _) in verdicts(split).items()
     }
     assert all(verdict == "nan" for verdict, _ in verdicts(split).values())
+    assert sorted(verdicts(split)) == sorted(PARAMETERS)  # not vacuous: every layer is there
 
 
 def test_step_window_is_applied_before_the_statistics(tmp_path: Path) -> None:
@@ -54,6 +55,8 @@ def test_step_window_is_applied_before_the_statistics(tmp_path: Path) -> None:
     late = run_analysis(run, steps=StepWindow(NAN_FROM, None))
     assert late.runs[0].steps == (NAN_FROM, STEPS - 1)
     assert all(verdict == "nan" for verdict, _ in verdicts(late).values())
+    assert sorted(verdicts(late)) == sorted(PARAMETERS)
+    assert {step for _, step in verdicts(late).values()} == {NAN_FROM}
 
 
 def test_layer_glob_matches_names_and_tags_and_recounts(tmp_path: Path) -> None:
