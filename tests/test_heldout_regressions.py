@@ -38,6 +38,7 @@ def test_after_a_blow_up_the_loss_of_the_healthy_steps_judges_vanishing() -> Non
         series[f"fc{i}.weight/grad"] = gaussian(lambda s, b=base: scale(s, b), seed=20 + i)
     loss = lambda s: 1.6 * 10 ** (-s / 4) if s < 20 else 1.6  # noqa: E731
     report = analyze(series, scalars={"loss": loss})
+    assert sorted(result.name for result in report.layers) == [f"fc{i}.weight" for i in range(3)]
     for result in report.layers:
         assert "exploding" in result.flags, result.evidence
         assert "vanishing" not in result.flags, result.evidence

@@ -229,6 +229,7 @@ def test_vanishing_run_flags_the_first_layers_and_not_the_last(
 def test_exploding_runs_are_nan_after_an_earlier_explosion(
     verdicts: dict[str, dict[str, LayerResult]], name: str, first_nan: int
 ) -> None:
+    assert len(verdicts[name]) == 6  # the loop below is over every parameter, not over none
     for layer in verdicts[name].values():
         assert layer.verdict == "nan" and "exploding" in layer.flags, layer.name
         assert layer.first_bad_step is not None and layer.first_bad_step < first_nan

@@ -237,6 +237,7 @@ def test_sample_vanishing_sigmoid_flags_the_first_layers_only() -> None:
 @pytest.mark.parametrize("name", ["tf_loop_exploding_nan", "torch_exploding_nan"])
 def test_sample_exploding_runs_are_nan_with_the_rise_before_the_nan(name: str) -> None:
     report = analyze(SAMPLE_RUNS / name)
+    assert len(report.layers) == report.counts["nan"] == 6
     for layer in report.layers:
         assert layer.flags == ("nan", "exploding"), layer.name
         onset, first_nan = layer.stats["explode_onset_step"], layer.stats["first_nan_step"]
