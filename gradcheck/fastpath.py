@@ -292,14 +292,14 @@ class _RangeReader:
         c = self.columns
         sizes = c.sizes[at].astype(np.int64)
         rows, fingerprints = _reduced(c, at, sizes)
-        keys = c.tag_ids[at].astype(np.int64) << 32 | c.indexes[at].astype(np.int64)
+        tag_ids = c.tag_ids[at]
+        indexes = c.indexes[at]
+        keys = tag_ids.astype(np.int64) << 32 | indexes.astype(np.int64)
         _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         members = np.argsort(inverse, kind="stable")
         bounds = np.cumsum(np.bincount(inverse.ravel()))
         groups: list[tuple[SeriesKey, str, np.ndarray]] = []
         kinds = c.kinds[at]
-        tag_ids = c.tag_ids[at]
-        indexes = c.indexes[at]
         for group in np.argsort(first, kind="stable").tolist():
             positions = members[(bounds[group - 1] if group else 0) : bounds[group]]
             head = int(positions[0])
