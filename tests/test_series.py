@@ -141,6 +141,10 @@ def test_huge_finite_values_stay_finite_in_float32() -> None:
     )
     stats = reduce_records([histogram("g", 0, huge)]).histograms[("g", 0)].stats[0]
     assert np.isfinite(stats[COLUMN["l2_norm"]]) and stats[COLUMN["nonfinite_share"]] == 0
+    # Saturated at the float32 limit with the sign kept (not inf, not wrapped to 0).
+    top = np.finfo(np.float32).max
+    saturated = [stats[COLUMN[name]] for name in ("l2_norm", "min", "max")]
+    assert saturated == [top, -top, top]
 
 
 def _split_stream(records: list[Record], cuts: list[int]) -> list[list[Record]]:
