@@ -83,6 +83,8 @@ def test_bad_trailing_crc_loses_one_record() -> None:
     items = frames_of(flip(data, offsets[1] - 1))
     assert good(items) == PAYLOADS[1:]
     assert [d.kind for d in damages(items)] == ["bad_payload_crc"]
+    (damage,) = damages(items)  # where and how much: the whole first record, nothing more
+    assert (damage.offset, damage.lost_bytes) == (offsets[0], offsets[1] - offsets[0])
 
 
 @pytest.mark.parametrize("byte", [0, 3, 7, 8, 11])
