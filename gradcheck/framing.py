@@ -252,23 +252,10 @@ def _record_check(window: Window, pos: int) -> Literal["good", "tail", "bad"]:
     end = pos + HEADER_SIZE + length + FOOTER_SIZE
     if end > len(data):
         if not window.eof:
-            window.data = data + _read_exactly(window, end - len(data))
+            window.fill(0, end)  # from index 0: keeps every byte, so ``pos`` stays valid
             data = window.data
         if end > len(data):
             return "tail"
     payload = data[pos + HEADER_SIZE : end - FOOTER_SIZE]
     verifies = masked_crc32c(payload) == _FOOTER.unpack_from(data, end - FOOTER_SIZE)[0]
     return "good" if verifies else "bad"
-
-
-def _read_exactly(window: Window, size: int) -> bytes:
-    """Read ``size`` more bytes (fewer at EOF), in chunk-sized reads."""
-    parts = []
-    while size > 0 and not window.eof:
-        chunk = window.stream.read(window.chunk_size)
-        if not chunk:
-            window.eof = True
-            break
-        parts.append(chunk)
-        size -= len(chunk)
-    return b"".join(parts)
