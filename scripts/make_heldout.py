@@ -45,16 +45,18 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared _training.py
+
+import _training  # noqa: E402
+from _training import ce as _ce  # noqa: E402
+from _training import mlp as _mlp  # noqa: E402
+from _training import mse as _mse  # noqa: E402
+from _training import seeded  # noqa: E402
+from _training import summary_writer as _summary_writer  # noqa: E402
+from _training import tf_module as _tf  # noqa: E402
+from _training import torch_module as _torch  # noqa: E402
 
 QUIET = ("nan", "exploding", "vanishing", "static")
-
-SEED_SHIFT = 0
-"""``--seed``: every random seed of the runs is shifted by 1000 x this (0: the usual set)."""
-
-
-def seeded(seed: int) -> int:
-    """``seed`` shifted by ``--seed``: the same runs with fresh data, inits and batches."""
-    return seed + 1000 * SEED_SHIFT
 
 
 @dataclass(frozen=True)
@@ -97,23 +99,6 @@ BLOW_UP_ALLOWED = (("exploding", ".*"), ("nan", ".*"))
 # ============================================================================================
 # PyTorch
 # ============================================================================================
-
-
-def _torch() -> Any:
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
-
-
-def _summary_writer(log_dir: Path, tensorboardx: bool = False) -> Any:
-    if tensorboardx:
-        from tensorboardX import SummaryWriter as XWriter
-
-        return XWriter(str(log_dir))
-    from torch.utils.tensorboard import SummaryWriter
-
-    return SummaryWriter(str(log_dir))
 
 
 TorchTags = tuple[Callable[[str], str], Callable[[str], str]]
@@ -217,26 +202,6 @@ def _low_rank_data(torch: Any, rows: int = 1024, features: int = 32) -> tuple:
     codes = torch.randn(rows, 4, generator=generator)
     x = codes @ torch.randn(4, features, generator=generator) / 2
     return x, x
-
-
-def _mlp(torch: Any, sizes: list[int], activation: Any, init: Callable | None = None) -> Any:
-    layers: list[Any] = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
-        linear = torch.nn.Linear(a, b)
-        if init is not None:
-            init(linear.weight)
-        layers.append(linear)
-        if i < len(sizes) - 2:
-            layers.append(activation())
-    return torch.nn.Sequential(*layers)
-
-
-def _ce(torch: Any) -> Callable:
-    return torch.nn.functional.cross_entropy
-
-
-def _mse(torch: Any) -> Callable:
-    return torch.nn.functional.mse_loss
 
 
 @held_out("torch", HEALTHY)
@@ -776,15 +741,6 @@ def torch_residual_bn_tensorboardx_healthy(log_dir: Path) -> None:
 # ============================================================================================
 # TensorFlow custom loops
 # ============================================================================================
-
-
-def _tf() -> Any:
-    import tensorflow as tf
-
-    tf.random.set_seed(seeded(0))
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    return tf
 
 
 def _np_blobs(rows: int = 1024, features: int = 24, classes: int = 5) -> tuple:
@@ -1402,8 +1358,7 @@ def main() -> int:
     )
     parser.add_argument("--truth-only", action="store_true", help="only rewrite expected.json")
     args = parser.parse_args()
-    global SEED_SHIFT
-    SEED_SHIFT = args.seed
+    _training.SEED_SHIFT = args.seed
     if args.list:
         for run in RUNS.values():
             print(f"{run.family:6s} {'healthy ' if run.truth.healthy else 'finding '} {run.name}")

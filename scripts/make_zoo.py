@@ -34,14 +34,16 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared _training.py
 
-SEED_SHIFT = 0
-"""``--seed``: every random seed of the runs is shifted by 1000 x this (0: the usual set)."""
-
-
-def seeded(seed: int) -> int:
-    """``seed`` shifted by ``--seed``: the same runs with fresh data, inits and batches."""
-    return seed + 1000 * SEED_SHIFT
+import _training  # noqa: E402
+from _training import ce as _ce  # noqa: E402
+from _training import mlp as _mlp  # noqa: E402
+from _training import mse as _mse  # noqa: E402
+from _training import seeded  # noqa: E402
+from _training import summary_writer as _writer  # noqa: E402
+from _training import tf_module as _tf  # noqa: E402
+from _training import torch_module as _torch  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -82,23 +84,6 @@ HEALTHY = Expect(clean=True)
 # ============================================================================================
 # PyTorch
 # ============================================================================================
-
-
-def _torch() -> Any:
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
-
-
-def _writer(log_dir: Path, tensorboardx: bool = False) -> Any:
-    if tensorboardx:
-        from tensorboardX import SummaryWriter as XWriter
-
-        return XWriter(str(log_dir))
-    from torch.utils.tensorboard import SummaryWriter
-
-    return SummaryWriter(str(log_dir))
 
 
 def _classification(torch: Any, rows: int = 512, features: int = 20, classes: int = 4) -> tuple:
@@ -193,23 +178,6 @@ def _log_step(
             return False
         raise
     return True
-
-
-def _ce(torch: Any) -> Callable:
-    return torch.nn.functional.cross_entropy
-
-
-def _mse(torch: Any) -> Callable:
-    return torch.nn.functional.mse_loss
-
-
-def _mlp(torch: Any, sizes: list[int], activation: Any) -> Any:
-    layers: list[Any] = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
-        layers.append(torch.nn.Linear(a, b))
-        if i < len(sizes) - 2:
-            layers.append(activation())
-    return torch.nn.Sequential(*layers)
 
 
 @zoo_run("torch", HEALTHY)
@@ -645,15 +613,6 @@ def torch_exploding_gradual_to_nan(log_dir: Path) -> None:
 # ============================================================================================
 # TensorFlow 2 custom loops (the seed question's logging)
 # ============================================================================================
-
-
-def _tf() -> Any:
-    import tensorflow as tf
-
-    tf.random.set_seed(seeded(0))
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    return tf
 
 
 def _tf_classification(tf: Any, rows: int = 512, features: int = 20, classes: int = 4) -> tuple:
@@ -1171,8 +1130,7 @@ def main() -> int:
         "--seed", type=int, default=0, help="shift every random seed (0: the usual runs)"
     )
     args = parser.parse_args()
-    global SEED_SHIFT
-    SEED_SHIFT = args.seed
+    _training.SEED_SHIFT = args.seed
     if args.list:
         for run in ZOO.values():
             print(f"{run.family:6s} {run.name}")
