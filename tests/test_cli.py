@@ -195,18 +195,20 @@ def test_empty_directory(tmp_path: Path) -> None:
     assert_one_line_error(invoke("analyze", str(tmp_path)), "no event file found")
 
 
-def test_random_bytes_named_like_an_event_file(tmp_path: Path) -> None:
-    path = tmp_path / "events.out.tfevents.1700000000.host"
-    path.write_bytes(np.random.default_rng(3).bytes(5000))
+@pytest.mark.parametrize(
+    ("contents", "why"),
+    [
+        (np.random.default_rng(3).bytes(5000), "no valid TFRecord in 1 event file"),
+        (b"", "1 event file, empty (0 bytes)"),
+    ],
+    ids=["random-bytes-named-like-an-event-file", "zero-byte-event-file"],
+)
+def test_unreadable_event_file(tmp_path: Path, contents: bytes, why: str) -> None:
+    (tmp_path / "events.out.tfevents.1700000000.host").write_bytes(contents)
     assert_one_line_error(
-        invoke("analyze", str(tmp_path)), "no TensorBoard records could be read from"
-    )
-
-
-def test_zero_byte_event_file(tmp_path: Path) -> None:
-    (tmp_path / "events.out.tfevents.1700000000.host").write_bytes(b"")
-    assert_one_line_error(
-        invoke("analyze", str(tmp_path)), "no TensorBoard records could be read from"
+        invoke("analyze", str(tmp_path)),
+        "no TensorBoard records could be read from",
+        f"read from {tmp_path}: {why}",
     )
 
 
