@@ -106,7 +106,7 @@ def _gather(
     progress: Progress,
 ) -> list[FilePart]:
     """Submit every task, then collect the parts in file order (ranges joined)."""
-    futures = [_submit(pool, task, window) for task in tasks]
+    futures = [pool.submit(_run, task, window) for task in tasks]
     for task, future in zip(tasks, futures, strict=True):
         future.add_done_callback(partial(_advance, progress, _task_bytes(task)))
     return _assemble(futures, tasks, files, window)
@@ -133,14 +133,8 @@ def _assemble(
     return parts
 
 
-def _submit(pool: Executor, task: _Task, window: StepWindow) -> Future:  # type: ignore[type-arg]
-    if task.split:
-        return pool.submit(reduce_range, task.path, task.run, window, task.start, task.limit)
-    return pool.submit(reduce_file, task.path, task.run, window)
-
-
 def _run(task: _Task, window: StepWindow) -> fastpath.RangeResult | FilePart:
-    """One task's result, in this process."""
+    """One task's result (in this process, the forked child or a pool worker)."""
     if task.split:
         return reduce_range(task.path, task.run, window, task.start, task.limit)
     return reduce_file(task.path, task.run, window)
