@@ -624,6 +624,18 @@ def _tf_classification(tf: Any, rows: int = 512, features: int = 20, classes: in
     return tf.constant(x), tf.constant(y)
 
 
+def _np_images(seed: int, rows: int) -> tuple:
+    """12x12 noise images in 3 classes: class 0 brighter top-left, 1 bottom-right, 2 neither."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, size=rows)
+    x = rng.normal(size=(rows, 12, 12, 1)).astype("float32") * 0.5
+    x[y == 0, :6, :6] += 1
+    x[y == 1, 6:, 6:] += 1
+    return x, y
+
+
 def _dense_variables(tf: Any, sizes: list[int], init_std: float | None = None) -> list:
     variables = []
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
@@ -720,14 +732,8 @@ def tf_loop_keras_layers_name_collisions_healthy(log_dir: Path) -> None:
 
 @zoo_run("tf", HEALTHY)
 def tf_loop_cnn_sgd_every5_healthy(log_dir: Path) -> None:
-    import numpy as np
-
     tf = _tf()
-    rng = np.random.default_rng(seeded(12))
-    y = rng.integers(0, 3, size=256)
-    x = rng.normal(size=(256, 12, 12, 1)).astype("float32") * 0.5
-    x[y == 0, :6, :6] += 1
-    x[y == 1, 6:, 6:] += 1
+    x, y = _np_images(seeded(12), 256)
     model = tf.keras.Sequential(
         [
             tf.keras.Input((12, 12, 1)),
@@ -944,14 +950,8 @@ def keras_fit_lstm_healthy(log_dir: Path) -> None:
 
 @zoo_run("keras", HEALTHY)
 def keras_fit_cnn_clipnorm_healthy(log_dir: Path) -> None:
-    import numpy as np
-
     tf = _tf()
-    rng = np.random.default_rng(seeded(24))
-    y = rng.integers(0, 3, size=512)
-    x = rng.normal(size=(512, 12, 12, 1)).astype("float32") * 0.5
-    x[y == 0, :6, :6] += 1
-    x[y == 1, 6:, 6:] += 1
+    x, y = _np_images(seeded(24), 512)
     model = tf.keras.Sequential(
         [
             tf.keras.Input((12, 12, 1)),
