@@ -15,6 +15,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -187,7 +188,6 @@ def test_json_sorts_layers_by_severity_even_if_the_report_does_not() -> None:
 
 
 def test_json_turns_numpy_numbers_into_plain_ones() -> None:
-    np = pytest.importorskip("numpy")
     odd = layer(
         "w",
         "ok",

@@ -213,10 +213,7 @@ def test_clipped_run_is_pinned_at_the_ceiling_and_not_exploding(
 # The committed sample runs
 # --------------------------------------------------------------------------------------------
 
-needs_samples = pytest.mark.skipif(not SAMPLE_RUNS.is_dir(), reason="sample_runs/ not present")
 
-
-@needs_samples
 @pytest.mark.parametrize("name", ["keras_healthy_callback", "torch_clipped"])
 def test_healthy_sample_runs_have_no_flag(name: str) -> None:
     report = analyze(SAMPLE_RUNS / name)
@@ -224,7 +221,6 @@ def test_healthy_sample_runs_have_no_flag(name: str) -> None:
     assert len(report.layers) == 6  # every parameter paired, none lost on the way
 
 
-@needs_samples
 def test_sample_vanishing_sigmoid_flags_the_first_layers_only() -> None:
     layers = by_name(analyze(SAMPLE_RUNS / "tf_loop_vanishing_sigmoid"))
     assert layers["dense_0/kernel"].verdict == "vanishing"
@@ -233,7 +229,6 @@ def test_sample_vanishing_sigmoid_flags_the_first_layers_only() -> None:
     assert layers["dense_0/kernel"].stats["grad_ratio_to_largest"] < 1e-4
 
 
-@needs_samples
 @pytest.mark.parametrize("name", ["tf_loop_exploding_nan", "torch_exploding_nan"])
 def test_sample_exploding_runs_are_nan_with_the_rise_before_the_nan(name: str) -> None:
     report = analyze(SAMPLE_RUNS / name)
@@ -245,7 +240,6 @@ def test_sample_exploding_runs_are_nan_with_the_rise_before_the_nan(name: str) -
         assert layer.first_bad_step == onset < first_nan
 
 
-@needs_samples
 def test_sample_frozen_runs_are_static() -> None:
     keras = by_name(analyze(SAMPLE_RUNS / "keras_fit_weights_only"))
     static = {name for name, layer in keras.items() if layer.verdict == "static"}
