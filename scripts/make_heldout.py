@@ -96,6 +96,17 @@ HEALTHY = Truth()
 BLOW_UP_ALLOWED = (("exploding", ".*"), ("nan", ".*"))
 
 
+def _nan_from(first: int, last: int, note: str) -> Truth:
+    """A blow-up into NaN: every parameter goes NaN, first flagged in [first, last]."""
+    return Truth(
+        healthy=False,
+        must=(("nan", ".*", "all"),),
+        allow=BLOW_UP_ALLOWED,
+        onset=(("nan", ".*", first, last),),
+        note=note,
+    )
+
+
 # ============================================================================================
 # PyTorch
 # ============================================================================================
@@ -542,12 +553,10 @@ def torch_param_left_out_of_optimizer(log_dir: Path) -> None:
 
 @held_out(
     "torch",
-    Truth(
-        healthy=False,
-        must=(("nan", ".*", "all"),),
-        allow=BLOW_UP_ALLOWED,
-        onset=(("nan", ".*", 60, 62),),
-        note="learning rate x300 at step 60: SGD blows up into NaN within a few steps; the "
+    _nan_from(
+        60,
+        62,
+        "learning rate x300 at step 60: SGD blows up into NaN within a few steps; the "
         "writer refuses the NaN histogram and the script stops",
     ),
 )
@@ -591,12 +600,8 @@ def torch_linear_diverging_finite(log_dir: Path) -> None:
 
 @held_out(
     "torch",
-    Truth(
-        healthy=False,
-        must=(("nan", ".*", "all"),),
-        allow=BLOW_UP_ALLOWED,
-        onset=(("nan", ".*", 50, 50),),
-        note="per-sample normalisation x / x.norm(): an all-zero sample at step 50 gives 0/0",
+    _nan_from(
+        50, 50, "per-sample normalisation x / x.norm(): an all-zero sample at step 50 gives 0/0"
     ),
 )
 def torch_div_by_zero_at_50_nan(log_dir: Path) -> None:
@@ -922,12 +927,8 @@ def tf_loop_clip_global_norm_active_healthy(log_dir: Path) -> None:
 
 @held_out(
     "tf",
-    Truth(
-        healthy=False,
-        must=(("nan", ".*", "all"),),
-        allow=BLOW_UP_ALLOWED,
-        onset=(("nan", ".*", 50, 56),),
-        note="learning rate raised 500x at step 50 (after that step's log): explodes into NaN",
+    _nan_from(
+        50, 56, "learning rate raised 500x at step 50 (after that step's log): explodes into NaN"
     ),
 )
 def tf_loop_lr_jump_at_50_into_nan(log_dir: Path) -> None:
@@ -948,12 +949,8 @@ def tf_loop_lr_jump_at_50_into_nan(log_dir: Path) -> None:
 
 @held_out(
     "tf",
-    Truth(
-        healthy=False,
-        must=(("nan", ".*", "all"),),
-        allow=BLOW_UP_ALLOWED,
-        onset=(("nan", ".*", 40, 40),),
-        note="log of a negative: tf.math.log(x) on a feature that turns negative at step 40",
+    _nan_from(
+        40, 40, "log of a negative: tf.math.log(x) on a feature that turns negative at step 40"
     ),
 )
 def tf_loop_log_negative_at_40_nan(log_dir: Path) -> None:
