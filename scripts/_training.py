@@ -1,14 +1,19 @@
 """Helpers shared by the run generators ``make_zoo.py`` and ``make_heldout.py``.
 
-The seed shift of ``--seed``, the framework imports (one thread, seeded), the PyTorch summary
-writer, a plain MLP and the two PyTorch losses. The generators import this module from their
-own directory (they put ``scripts/`` on ``sys.path``), also when loaded by path from the tests.
+The seed shift of ``--seed``, writing the runs with their ``expected.json``, the framework
+imports (one thread, seeded), the PyTorch summary writer, a plain MLP and the two PyTorch
+losses. The generators import this module from their own directory (they put ``scripts/`` on
+``sys.path``), also when loaded by path from the tests.
 Frameworks are imported only when a helper needs them.
 """
 
 from __future__ import annotations
 
+import json
+import sys
+import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +24,21 @@ SEED_SHIFT = 0
 def seeded(seed: int) -> int:
     """``seed`` shifted by ``--seed``: the same runs with fresh data, inits and batches."""
     return seed + 1000 * SEED_SHIFT
+
+
+def generate(out: Path, runs: list[tuple[str, Callable[[Path], None], Any]]) -> None:
+    """Each ``(name, make, truth)`` of ``runs`` into ``out/<name>`` (emptied first),
+    ``asdict(truth)`` as its ``expected.json``, and the time it took on stderr."""
+    for name, make, truth in runs:
+        log_dir = out / name
+        if log_dir.exists():
+            for path in sorted(log_dir.rglob("*"), reverse=True):
+                path.unlink() if path.is_file() else path.rmdir()
+        log_dir.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        make(log_dir)
+        (log_dir / "expected.json").write_text(json.dumps(asdict(truth), indent=1))
+        print(f"{name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
 
 
 def torch_module() -> Any:

@@ -37,7 +37,6 @@ import json
 import os
 import re
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -1243,17 +1242,7 @@ def write_truths(out: Path, names: list[str]) -> None:
 
 
 def generate(out: Path, names: list[str]) -> None:
-    for name in names:
-        run = RUNS[name]
-        log_dir = out / name
-        if log_dir.exists():
-            for path in sorted(log_dir.rglob("*"), reverse=True):
-                path.unlink() if path.is_file() else path.rmdir()
-        log_dir.mkdir(parents=True, exist_ok=True)
-        started = time.perf_counter()
-        run.make(log_dir)
-        (log_dir / "expected.json").write_text(json.dumps(asdict(run.truth), indent=1))
-        print(f"{name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    _training.generate(out, [(n, RUNS[n].make, RUNS[n].truth) for n in names])
 
 
 @dataclass

@@ -26,9 +26,8 @@ import json
 import os
 import re
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -1045,17 +1044,7 @@ def tf_loop_dead_relu_vanishing(log_dir: Path) -> None:
 
 
 def generate(out: Path, names: list[str]) -> None:
-    for name in names:
-        run = ZOO[name]
-        log_dir = out / name
-        if log_dir.exists():
-            for path in sorted(log_dir.rglob("*"), reverse=True):
-                path.unlink() if path.is_file() else path.rmdir()
-        log_dir.mkdir(parents=True, exist_ok=True)
-        started = time.perf_counter()
-        run.make(log_dir)
-        (log_dir / "expected.json").write_text(json.dumps(asdict(run.expect), indent=1))
-        print(f"{name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    _training.generate(out, [(n, ZOO[n].make, ZOO[n].expect) for n in names])
 
 
 def check(zoo: Path) -> int:
