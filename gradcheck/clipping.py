@@ -17,7 +17,8 @@ import numpy as np
 from gradcheck.config import Config
 from gradcheck.model import ClipInfo
 from gradcheck.series import RunData, ScalarSeries
-from gradcheck.signals import Parameter
+from gradcheck.signals import Parameter, common_steps
+from gradcheck.stats import median
 from gradcheck.tags import scalar_role
 
 TREND_POINTS = 24
@@ -59,8 +60,8 @@ def _formed(parameters: list[Parameter]) -> GlobalNorm | None:
     if not gradients:
         return None
     common = gradients[0].steps
-    for gradient in gradients[1:]:  # series' steps rise strictly: unique
-        common = np.intersect1d(common, gradient.steps, assume_unique=True)
+    for gradient in gradients[1:]:
+        common = common_steps(common, gradient.steps)[0]
     if common.size == 0:
         return None
     squares = np.zeros(common.size)
@@ -110,7 +111,7 @@ def clip_info(
     return ClipInfo(
         source=source,
         steps=(int(main.steps[0]), int(main.steps[-1])),
-        median=float(np.median(finite)),
+        median=median(finite),
         p99=float(np.percentile(finite, 99)),
         maximum=float(main.values.max()) if np.isfinite(main.values).all() else float("nan"),
         clipped=bool(pinned),
@@ -141,6 +142,10 @@ def _suggestion(
 def downsample(values: np.ndarray, points: int = TREND_POINTS) -> tuple[float, ...]:
     """At most ``points`` values for a sparkline: the largest of each bin, NaN if any is bad."""
     if values.size <= points:
-        return tuple(float(v) for v in values)
-    bins = np.array_split(values, points)
-    return tuple(float("nan") if not np.isfinite(b).all() else float(b.max()) for b in bins)
+        return tuple(values.tolist())
+    # np.array_split's bins: the first ``size % points`` hold one value more.
+    size, extra = divmod(values.size, points)
+    starts = np.arange(points) * size + np.minimum(np.arange(points), extra)
+    bad = ~np.isfinite(values)
+    largest = np.maximum.reduceat(np.where(bad, -np.inf, values), starts)
+    return tuple(np.where(np.add.reduceat(bad, starts) > 0, np.nan, largest).tolist())

@@ -19,11 +19,6 @@ from typing import Any
 
 from gradcheck.errors import ConfigError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
 FAIL_ON_CHOICES = ("nan", "exploding", "vanishing", "static", "any", "none")
 
 
@@ -192,7 +187,20 @@ def load_config(path: str | None = None, *, cwd: str | None = None) -> Config:
     pyproject = os.path.join(cwd or os.getcwd(), "pyproject.toml")
     if not os.path.isfile(pyproject):
         return DEFAULT_CONFIG
+    if not _may_mention_gradcheck(pyproject):
+        return DEFAULT_CONFIG
     return _from_tool_section(_read_toml(pyproject), pyproject)
+
+
+def _may_mention_gradcheck(path: str) -> bool:
+    """False when ``path`` cannot hold a ``[tool.gradcheck]`` table, because the word is not
+    in it at all: most projects' pyproject.toml is then not parsed (tomllib costs ~5 ms of
+    start-up). An unreadable file is left to :func:`_read_toml` to report."""
+    try:
+        with open(path, "rb") as stream:
+            return b"gradcheck" in stream.read()
+    except OSError:
+        return True
 
 
 def _from_tool_section(document: dict[str, Any], path: str) -> Config:
@@ -207,6 +215,10 @@ def _from_tool_section(document: dict[str, Any], path: str) -> Config:
 
 
 def _read_toml(path: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
     try:
         with open(path, "rb") as stream:
             return tomllib.load(stream)

@@ -42,6 +42,7 @@ from gradcheck.signals import (
     parameter_signals,
     run_weight_spread,
 )
+from gradcheck.stats import median, nanmedian
 from gradcheck.tags import DEFAULT_RULES, TagRules, pair_parameters, scalar_role, training_loss_rank
 
 __all__ = ["DEFAULT_CONFIG", "analyze_run"]
@@ -154,7 +155,7 @@ def run_context(
         largest_name=largest_name,
         largest_early_level=max(finite_early, default=float("nan")),
         typical_weight_rms=_typical_weight_rms(parameters, config),
-        median_decay=float(np.median(decays)) if decays else 1.0,
+        median_decay=median(decays) if decays else 1.0,
         loss_tag=loss.tag if loss is not None else None,
         loss_steps=loss.steps if loss is not None else np.empty(0, dtype=np.int64),
         loss_values=loss.values if loss is not None else np.empty(0),
@@ -228,7 +229,7 @@ def _typical_weight_rms(parameters: list[Parameter], config: Config) -> float:
             early, _, _ = early_and_late(p.weight.rms, config)
             if early > 0:
                 levels.append(early)
-    return float(np.median(levels)) if levels else 0.0
+    return median(levels) if levels else 0.0
 
 
 def _movements(parameters: list[Parameter]) -> dict[str, Movement]:
@@ -318,7 +319,7 @@ def _numbers(parameter: Parameter, context: RunContext) -> dict[str, float | int
         level = gradient_level(parameter)
         numbers.update(
             grad_norm_first=float(norm[0]) if norm.size else None,
-            grad_norm_median=float(np.median(norm)) if norm.size else None,
+            grad_norm_median=median(norm) if norm.size else None,
             grad_norm_last=float(norm[-1]) if norm.size else None,
             grad_norm_max=float(norm.max()) if norm.size else None,
             grad_rms_median=level,
@@ -331,7 +332,7 @@ def _numbers(parameter: Parameter, context: RunContext) -> dict[str, float | int
         )
         _, ratio = grad_to_weight(parameter)
         if np.isfinite(ratio).any():
-            numbers["grad_to_weight_ratio"] = float(np.nanmedian(ratio))
+            numbers["grad_to_weight_ratio"] = nanmedian(ratio)
     if weight is not None:
         norm = weight.norm[np.isfinite(weight.norm)]
         numbers.update(

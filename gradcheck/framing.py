@@ -15,14 +15,13 @@ costs little next to protobuf parsing.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import struct
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Literal, NamedTuple
-
-import google_crc32c
 
 from gradcheck.model import DamageKind
 
@@ -38,13 +37,21 @@ _UINT32 = 0xFFFFFFFF
 # A plausible length (< 2 GiB) has its four high bytes zero: resync only tries such offsets.
 _HIGH_ZERO = b"\x00\x00\x00\x00"
 
-CRC_IMPLEMENTATION: str = google_crc32c.implementation
-if CRC_IMPLEMENTATION != "c":  # pragma: no cover - depends on the installed wheel
-    warnings.warn(
-        "google-crc32c has no C extension on this platform: reading event files will be slow",
-        RuntimeWarning,
-        stacklevel=1,
-    )
+
+@functools.cache
+def _crc32c() -> Callable[[bytes], int]:
+    """google-crc32c's CRC32C, imported on first use: the C engine (``gradcheck._scan``) has
+    its own, so a run it reads whole never pays for the import (~2 ms)."""
+    import google_crc32c
+
+    if google_crc32c.implementation != "c":  # pragma: no cover - depends on the wheel
+        warnings.warn(
+            "google-crc32c has no C extension on this platform: reading event files will be slow",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    value: Callable[[bytes], int] = google_crc32c.value
+    return value
 
 
 class Frame(NamedTuple):
@@ -66,7 +73,7 @@ class FrameDamage:
 
 def masked_crc32c(data: bytes) -> int:
     """The TFRecord checksum: CRC32C rotated right by 15 bits plus a constant."""
-    crc = google_crc32c.value(data)
+    crc = _crc32c()(data)
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & _UINT32
 
 

@@ -11,20 +11,21 @@ read here alone: forking and sending back cost more than the second core saves.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import pickle
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from multiprocessing.connection import Connection
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gradcheck import fastpath
 from gradcheck.parts import FilePart, file_part, reduce_file, reduce_range
 from gradcheck.steps import StepWindow
 from gradcheck.storage import file_size
+
+if TYPE_CHECKING:  # imported where used: a run read in one process needs none (~12 ms)
+    import multiprocessing.context
+    from concurrent.futures import Executor, Future
+    from multiprocessing.connection import Connection
 
 SPLIT_SIZE = 64 << 20
 """Files at least this large are read by two processes (byte ranges): below, the fork, the
@@ -77,6 +78,8 @@ def read_files(
         return [reduce_file(path, run, window, progress.reporter()) for path, run in files]
     if len(tasks) == 2 or jobs == 2:  # this process reads about half the bytes, a child the rest
         return _assemble(_parent_and_child(tasks, window, progress), tasks, files, window)
+    from concurrent.futures import ProcessPoolExecutor
+
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=_context()) as pool:
         return _gather(pool, tasks, files, window, progress)
 
@@ -150,6 +153,8 @@ def _parent_and_child(
     out of band; the whole tree holds two processes' memory, not three (parent and two
     workers).
     """
+    from concurrent.futures import Future
+
     cut = _balanced_cut([_task_bytes(task) for task in tasks])
     context = _context()
     receiver, sender = context.Pipe(duplex=False)
@@ -205,6 +210,8 @@ def _send(sender: Connection, message: object) -> None:
     The pickle holds only the small structure; each array's memory is then written to the
     pipe as it stands, so neither process ever holds a pickled copy beside the arrays.
     """
+    import pickle
+
     buffers: list[pickle.PickleBuffer] = []
     head = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
     views = [buffer.raw() for buffer in buffers]
@@ -216,6 +223,8 @@ def _send(sender: Connection, message: object) -> None:
 def _receive(receiver: Connection) -> tuple[bool, object]:
     """What :func:`_send` sent: each buffer read into its own preallocated ``bytearray``,
     which the unpickled array then uses as its memory (writable, no further copy)."""
+    import pickle
+
     head, sizes = receiver.recv()
     buffers = []
     for size in sizes:
@@ -279,6 +288,8 @@ def _size(path: str) -> int:
 
 def _context() -> multiprocessing.context.BaseContext:
     """``fork`` where there is one: workers start in milliseconds with every module loaded."""
+    import multiprocessing
+
     if "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context()  # pragma: no cover - not on Linux

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gradcheck.series import HistogramSeries, RunData
-from gradcheck.stats import wasserstein_from_quantiles
+from gradcheck.stats import median, nanmedian, wasserstein_from_quantiles
 from gradcheck.tags import ParameterTags
 
 DENSE_SHARE = 0.999
@@ -101,7 +101,7 @@ def _gradient_signal(data: RunData, tags: ParameterTags) -> GradientSignal | Non
     if histogram is not None:
         bad.append(_histogram_bad(histogram))
         counts = histogram.column("count")
-        count = float(np.nanmedian(counts)) if np.isfinite(counts).any() else count
+        count = nanmedian(counts) if np.isfinite(counts).any() else count
     if scalar is not None:
         steps, norm = scalar.steps, scalar.values.copy()
         exact, bound, tag = True, 0.0, scalar.tag
@@ -129,6 +129,17 @@ def _unique_steps(arrays: list[np.ndarray]) -> np.ndarray:
     return steps[first]
 
 
+def common_steps(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The steps in both ``a`` and ``b`` (each rising strictly) and their positions in each:
+    ``np.intersect1d(a, b, assume_unique=True, return_indices=True)``, with no sort at all in
+    the usual case of weights and gradients logged at the same steps."""
+    if a.size == b.size and bool((a == b).all()):
+        at = np.arange(a.size)
+        return a, at, at
+    steps, in_a, in_b = np.intersect1d(a, b, assume_unique=True, return_indices=True)
+    return steps, in_a, in_b
+
+
 def _zero_share_at(histogram: HistogramSeries | None, steps: np.ndarray) -> np.ndarray:
     """The histogram's zero share at ``steps`` (nearest earlier histogram), 0 without one."""
     if histogram is None or not len(histogram):
@@ -153,7 +164,7 @@ def _weight_signal(data: RunData, tags: ParameterTags) -> WeightSignal | None:
     if histogram is not None:
         bad.append(_histogram_bad(histogram))
         bad_steps = _unique_steps(bad)
-        count = float(np.nanmedian(histogram.column("count"))) if len(histogram) else float("nan")
+        count = nanmedian(histogram.column("count")) if len(histogram) else float("nan")
         norm = histogram.column("l2_norm")
         return WeightSignal(
             tag=histogram.tag,
@@ -244,7 +255,7 @@ def movement(weight: WeightSignal, run_spread: float) -> Movement | None:
         bit_identical=False,
         from_first=float(from_first.max() / scale),
         norm_change=float(np.abs(norms - norms[0]).max() / norm_scale),
-        step_update=float(np.median(updates) / scale),
+        step_update=median(updates) / scale,
         scale=scale,
         scale_source=source,
         extremes_change=float(extremes / scale),
@@ -259,7 +270,7 @@ def run_weight_spread(parameters: list[Parameter]) -> float:
         if p.weight is not None and np.isfinite(p.weight.std).any()
     ]
     positive = [s for s in spreads if s > 0]
-    return float(np.median(positive)) if positive else 1.0
+    return median(positive) if positive else 1.0
 
 
 def before(parameter: Parameter, step: int | None) -> Parameter:

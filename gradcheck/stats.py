@@ -365,3 +365,23 @@ def wasserstein_from_quantiles(grid_a: np.ndarray, grid_b: np.ndarray) -> np.nda
     difference = np.abs(np.asarray(grid_a, dtype=np.float64) - np.asarray(grid_b, np.float64))
     widths = np.diff(QUANTILE_LEVELS)
     return ((difference[..., 1:] + difference[..., :-1]) / 2 * widths).sum(axis=-1)
+
+
+def median(values: np.ndarray | Sequence[float]) -> float:
+    """``float(np.median(values))``, bit for bit (NaN if any value is NaN or there is none),
+    at a fraction of its cost on the small arrays analysis takes ~1000 medians of per run
+    (one sort, no dispatch)."""
+    ordered = np.sort(np.asarray(values), axis=None)
+    size = ordered.size
+    if size == 0 or np.isnan(ordered[-1]):  # NaN sorts last
+        return float("nan")
+    middle = size // 2
+    if size % 2:
+        return float(ordered[middle])
+    return float((ordered[middle - 1] + ordered[middle]) / 2)
+
+
+def nanmedian(values: np.ndarray) -> float:
+    """``float(np.nanmedian(values))`` (NaN when every value is NaN, without its warning),
+    without ``np.nanmedian``'s overhead and its import of ``numpy.ma`` (~8 ms of start-up)."""
+    return median(values[~np.isnan(values)])

@@ -22,7 +22,8 @@ from gradcheck.rules.base import (
     fmt,
     severity,
 )
-from gradcheck.signals import Parameter
+from gradcheck.signals import Parameter, common_steps
+from gradcheck.stats import median
 
 NEAR_BASELINE = 2.0  # a rise departs from the baseline after the last step within 2x of it
 
@@ -75,7 +76,7 @@ def find_rise(
     finite = np.flatnonzero(np.isfinite(positive))
     if finite.size < 3:
         return None
-    baseline = float(np.median(positive[finite[: baseline_size(finite.size, config)]]))
+    baseline = median(positive[finite[: baseline_size(finite.size, config)]])
     ratio = positive / baseline
     above = np.nan_to_num(ratio, nan=0.0) >= config.explode_factor
     for start, end in _episodes(above):
@@ -126,7 +127,7 @@ def _climb_start(positive: np.ndarray, departure: int) -> int:
     changes = changes[np.isfinite(changes)]
     if changes.size < MIN_NOISE_CHANGES:
         return departure
-    least = max(math.log(RISE_STEP), NOISE_MARGIN * float(np.median(changes)))
+    least = max(math.log(RISE_STEP), NOISE_MARGIN * median(changes))
     index = departure
     while index > 0 and logs[index] - logs[index - 1] >= least:
         index -= 1
@@ -234,7 +235,7 @@ def _loss_improved(context: RunContext, rise: Rise) -> bool:
     during = values[(steps >= rise.first_above_step) & (steps <= rise.last_above_step)]
     if before.size == 0 or during.size == 0 or not np.isfinite(during).all():
         return False
-    return bool(np.median(during) < np.median(before))
+    return median(during) < median(before)
 
 
 def grad_to_weight(parameter: Parameter) -> tuple[np.ndarray, np.ndarray]:
@@ -242,9 +243,7 @@ def grad_to_weight(parameter: Parameter) -> tuple[np.ndarray, np.ndarray]:
     gradient, weight = parameter.gradient, parameter.weight
     if gradient is None or weight is None:
         return np.empty(0, dtype=np.int64), np.empty(0)
-    steps, in_gradient, in_weight = np.intersect1d(  # series' steps rise strictly: unique
-        gradient.steps, weight.steps, assume_unique=True, return_indices=True
-    )
+    steps, in_gradient, in_weight = common_steps(gradient.steps, weight.steps)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = gradient.rms[in_gradient] / weight.rms[in_weight]
     return steps, ratio
@@ -256,7 +255,7 @@ def _dwarfing(parameter: Parameter, context: RunContext) -> Finding | None:
     if usable.sum() < 2:
         return None
     second_half = ratio[usable][usable.sum() // 2 :]
-    level = float(np.median(second_half))
+    level = median(second_half)
     threshold = context.config.grad_to_weight_ratio
     if not level > threshold:
         return None

@@ -10,6 +10,7 @@ import numpy as np
 from gradcheck import hints
 from gradcheck.rules.base import BASE_SEVERITY, Finding, RunContext
 from gradcheck.signals import Parameter
+from gradcheck.stats import median
 
 
 def find_nan(parameter: Parameter, context: RunContext) -> Finding | None:
@@ -43,7 +44,7 @@ def _stopped_at_nan_loss(parameter: Parameter, context: RunContext) -> Finding |
     if loss_step is None or not signals:
         return None
     last = max(int(s.steps[-1]) for s in signals)
-    intervals = [np.median(np.diff(s.steps)) for s in signals if s.steps.size > 1]
+    intervals = [median(np.diff(s.steps)) for s in signals if s.steps.size > 1]
     interval = float(min(intervals)) if intervals else 1.0
     if last > loss_step or last < loss_step - 2 * max(interval, 1.0):
         return None

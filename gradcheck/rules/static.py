@@ -8,6 +8,7 @@ import numpy as np
 from gradcheck import hints
 from gradcheck.rules.base import BASE_SEVERITY, Finding, RunContext, fmt, severity
 from gradcheck.signals import Parameter
+from gradcheck.stats import nanmedian
 
 
 def find_static(parameter: Parameter, context: RunContext) -> Finding | None:
@@ -84,12 +85,12 @@ def _gradient_note(parameter: Parameter, context: RunContext) -> str:
         )
     if gradient is None or not np.isfinite(gradient.norm).any():
         return ""
-    median = float(np.nanmedian(gradient.norm))
+    median = nanmedian(gradient.norm)
     if not median > 0:
         return "; its gradient is zero"
-    grad_rms = float(np.nanmedian(gradient.rms))
+    grad_rms = nanmedian(gradient.rms)
     weight = parameter.weight
-    weight_rms = float(np.nanmedian(weight.rms)) if weight is not None else float("nan")
+    weight_rms = nanmedian(weight.rms) if weight is not None else float("nan")
     if grad_rms < FLOAT32_RESOLUTION * weight_rms:
         return (
             f"; its gradient (RMS {fmt(grad_rms)}) is below float32 resolution of its weights "

@@ -1,0 +1,79 @@
+"""The analysis' small-array shortcuts agree with the numpy functions they replace, bit for bit
+(they exist for speed only: ``np.median``'s dispatch and ``np.nanmedian``'s ``numpy.ma``
+import cost more than the medians themselves on the arrays verdicts take them of)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from gradcheck.clipping import downsample
+from gradcheck.signals import common_steps
+from gradcheck.stats import median, nanmedian
+
+FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64)
+VALUES = arrays(np.float64, st.integers(0, 60), elements=FLOATS)
+
+
+def same(a: float, b: float) -> bool:
+    return (np.isnan(a) and np.isnan(b)) or a == b
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES)
+def test_median_is_np_median(values: np.ndarray) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # empty input
+        expected = float(np.median(values))
+    assert same(median(values), expected)
+    assert same(median(values.tolist()), expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES)
+def test_nanmedian_is_np_nanmedian(values: np.ndarray) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all NaN or empty
+        expected = float(np.nanmedian(values)) if values.size else float("nan")
+    assert same(nanmedian(values), expected)
+
+
+def test_median_of_integers_and_float32() -> None:
+    assert median(np.array([3, 1, 2, 10])) == float(np.median([3, 1, 2, 10])) == 2.5
+    halves = np.array([0.1, 0.7, 0.3, 0.9], dtype=np.float32)
+    assert median(halves) == float(np.median(halves))
+
+
+def _reference_downsample(values: np.ndarray, points: int) -> tuple[float, ...]:
+    """The sparkline rule spelled out: largest of each ``np.array_split`` bin, NaN if any bad."""
+    if values.size <= points:
+        return tuple(float(v) for v in values)
+    bins = np.array_split(values, points)
+    return tuple(float("nan") if not np.isfinite(b).all() else float(b.max()) for b in bins)
+
+
+@settings(max_examples=300, deadline=None)
+@given(arrays(np.float64, st.integers(0, 200), elements=FLOATS), st.integers(1, 50))
+def test_downsample_is_array_split_max(values: np.ndarray, points: int) -> None:
+    got = downsample(values, points)
+    expected = _reference_downsample(values, points)
+    assert len(got) == len(expected)
+    assert all(same(a, b) for a, b in zip(got, expected, strict=True))
+
+
+STEPS = st.sets(st.integers(-5, 300), max_size=60).map(lambda s: np.array(sorted(s), np.int64))
+
+
+@settings(max_examples=300, deadline=None)
+@given(STEPS, STEPS)
+def test_common_steps_is_intersect1d(a: np.ndarray, b: np.ndarray) -> None:
+    steps, in_a, in_b = common_steps(a, b)
+    expected = np.intersect1d(a, b, assume_unique=True, return_indices=True)
+    for got, want in zip((steps, in_a, in_b), expected, strict=True):
+        assert np.array_equal(got, want)
+    same_steps, in_a, in_b = common_steps(a, a.copy())
+    assert np.array_equal(same_steps, a) and np.array_equal(in_a, np.arange(a.size))
