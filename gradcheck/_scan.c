@@ -1625,11 +1625,15 @@ static double nonfinite_share(const Buckets *b, Py_ssize_t w, double total, cons
     return bad ? share : 0.0;
 }
 
-/* stats._bucket_moments for one row: mean, variance, l2, relative bound */
-static void bucket_moments(const Buckets *b, Py_ssize_t w, double total, double out[4])
+/* stats._bucket_moments for one row: mean, variance, l2, relative bound. Buckets ``[n, w)``
+ * are padding (count 0): each adds +0.0 to the plain-loop sums, except to the variance, where
+ * ``0 * (mean^2)`` is NaN when the mean is not finite; that term is the same for every padded
+ * bucket, so it is added once. */
+static void bucket_moments(const Buckets *b, Py_ssize_t n, Py_ssize_t w, double total,
+                           double out[4])
 {
     double s_mid = 0, s_sq = 0, s_low = 0, s_high = 0;
-    for (Py_ssize_t j = 0; j < w; j++) {
+    for (Py_ssize_t j = 0; j < n; j++) {
         double c = b->counts[j], lo = b->lo[j], hi = b->hi[j];
         if (!(c > 0)) /* empty buckets contribute nothing, whatever their edges */
             lo = hi = 0.0;
@@ -1643,13 +1647,17 @@ static void bucket_moments(const Buckets *b, Py_ssize_t w, double total, double 
         s_high += c * np_max(lo2, hi2);
     }
     double mean = s_mid / total, s_var = 0;
-    for (Py_ssize_t j = 0; j < w; j++) {
+    for (Py_ssize_t j = 0; j < n; j++) {
         double c = b->counts[j], lo = b->lo[j], hi = b->hi[j];
         if (!(c > 0)) /* empty buckets contribute nothing, whatever their edges */
             lo = hi = 0.0;
         double mid = (lo + hi) * 0.5, width = hi - lo;
         double dev = mid - mean;
         s_var += c * (dev * dev + width * width / 12.0);
+    }
+    if (n < w) {
+        double dev = 0.0 - mean;
+        s_var += 0.0 * (dev * dev + 0.0);
     }
     double l2 = sqrt(s_sq);
     double relative = np_max(sqrt(s_high) - l2, l2 - sqrt(s_low)) / l2;
@@ -1737,7 +1745,7 @@ static void row_stats(Buckets *b, Py_ssize_t w, const double *f, int is_histo, d
         l2 = sqrt(np_max(f[4], 0.0));
     } else {
         double m[4];
-        bucket_moments(b, w, total, m);
+        bucket_moments(b, w, w, total, m);
         mean = m[0], variance = m[1], l2 = m[2], bound = m[3];
     }
     out[S_MEAN] = mean;
@@ -1778,47 +1786,223 @@ static float to_float32(double v)
     return (float)v;
 }
 
+/* What the fill pass learns about a row, so that the statistics pass need not look again. */
+typedef struct {
+    Py_ssize_t n;      /* buckets written: max(size, 1); the padded tail [n, w) is implicit */
+    Py_ssize_t first;  /* first and last bucket with count > 0, -1 when none */
+    Py_ssize_t last;
+    int only_first;    /* counts[0] > 0 and every other count == 0 */
+    int edges_bad;     /* some edge NaN (tensor: or infinite) */
+    int left_finite;   /* every left edge finite, the padded tail's included */
+    int plain_counts;  /* every count finite and >= 0: cumulative shares never decrease */
+    double edge;       /* the padded tail's left and right edge (the last right edge) */
+} RowScan;
+
 /* Fill ``b`` with scanned row ``s`` of ``size`` buckets as the numpy engine's matrices hold it
- * (zero-padded to ``w``; histo: first left edge from ``min`` as decode.first_left_edges
- * derives it). Returns the fingerprint (of the zero-padded row); then pads as
- * series._reduce_group pads (edges repeat the last right edge). */
+ * (histo: first left edge from ``min`` as decode.first_left_edges derives it), and scan it
+ * once for ``RowScan``. Only the ``n`` written buckets are stored, plus zero counts up to
+ * ``w`` (pairwise sums run over the padded width): the padded tail, whose edges repeat the
+ * last right edge as series._reduce_group pads, is handled arithmetically (see row_stats_fast)
+ * or written by pad_edges. Returns the fingerprint (of the zero-padded row). */
 static uint64_t fill_row(Buckets *b, const double *data, Py_ssize_t s, Py_ssize_t size,
-                         Py_ssize_t w, int tensor, const double *f, const uint64_t *weights)
+                         Py_ssize_t w, int tensor, const double *f, const uint64_t *weights,
+                         RowScan *scan)
 {
-    for (Py_ssize_t j = 0; j < w; j++)
-        b->left[j] = b->right[j] = b->counts[j] = 0.0;
-    if (tensor) {
+    Py_ssize_t n = size > 0 ? size : 1;
+    double *left = b->left, *right = b->right, *counts = b->counts;
+    if (size == 0) {
+        left[0] = right[0] = counts[0] = 0.0;
+    } else if (tensor) {
+        const double *d = data + s;
         for (Py_ssize_t j = 0; j < size; j++) {
-            b->left[j] = data[s + 3 * j];
-            b->right[j] = data[s + 3 * j + 1];
-            b->counts[j] = data[s + 3 * j + 2];
+            left[j] = d[3 * j];
+            right[j] = d[3 * j + 1];
+            counts[j] = d[3 * j + 2];
         }
     } else {
-        for (Py_ssize_t j = 0; j < size; j++) {
-            b->right[j] = data[s + j];
-            b->counts[j] = data[s + size + j];
-            b->left[j] = j ? data[s + j - 1] : 0.0;
-        }
-        double minimum = f[0];
-        b->left[0] = minimum <= b->right[0] ? minimum
-                                           : (b->counts[0] == 0 ? b->right[0] : -INFINITY);
+        memcpy(right, data + s, (size_t)size * sizeof(double));
+        memcpy(counts, data + s + size, (size_t)size * sizeof(double));
+        memcpy(left + 1, data + s, (size_t)(size - 1) * sizeof(double));
     }
+    if (!tensor) {
+        double minimum = f[0];
+        left[0] = minimum <= right[0] ? minimum : (counts[0] == 0 ? right[0] : -INFINITY);
+    }
+    for (Py_ssize_t j = n; j < w; j++)
+        counts[j] = 0.0;
     uint64_t total = 0;
-    Py_ssize_t n = size > 0 ? size : 1;
-    for (Py_ssize_t j = 0; j < n; j++)
-        total += mixed_bits(b->left[j]) * weights[j] +
-                 mixed_bits(b->right[j]) * weights[MAX_WEIGHTS + j] +
-                 mixed_bits(b->counts[j]) * weights[2 * MAX_WEIGHTS + j];
+    Py_ssize_t first = -1, last = -1;
+    int later_nonzero = 0, bad = 0, left_finite = 1, plain = 1;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double l = left[j], r = right[j], c = counts[j];
+        total += mixed_bits(l) * weights[j] + mixed_bits(r) * weights[MAX_WEIGHTS + j] +
+                 mixed_bits(c) * weights[2 * MAX_WEIGHTS + j];
+        if (c > 0) {
+            if (first < 0)
+                first = j;
+            last = j;
+        }
+        later_nonzero |= j > 0 && c != 0;
+        plain &= c >= 0 && c <= DBL_MAX;
+        bad |= isnan(l) || isnan(r) || (tensor && (isinf(l) || isinf(r)));
+        left_finite &= isfinite(l);
+    }
     if (!tensor)
         for (int i = 0; i < 5; i++)
             total += mixed_bits(f[i]) * weights[3 * MAX_WEIGHTS + i];
     total += (uint64_t)size * FINGERPRINT_MIX;
-    if (size < w) {
-        double edge = b->right[size > 0 ? size - 1 : 0];
-        for (Py_ssize_t j = size; j < w; j++)
-            b->left[j] = b->right[j] = edge;
-    }
+    scan->n = n;
+    scan->first = first;
+    scan->last = last;
+    scan->only_first = counts[0] > 0 && !later_nonzero;
+    scan->edges_bad = bad;
+    scan->edge = right[n - 1];
+    scan->left_finite = left_finite && (n == w || isfinite(scan->edge));
+    scan->plain_counts = plain;
     return total;
+}
+
+/* Write the padded tail's edges, for row_stats (which reads all ``w`` buckets). */
+static void pad_edges(Buckets *b, const RowScan *scan, Py_ssize_t w)
+{
+    for (Py_ssize_t j = scan->n; j < w; j++)
+        b->left[j] = b->right[j] = scan->edge;
+}
+
+/* One bucket's edges clipped to ``[fmin, fmax]`` as stats._effective_edges clips them. */
+static inline void clip_bucket(double l, double r, double fmin, double fmax, double *lo,
+                               double *hi)
+{
+    double a = np_clip(l, fmin, fmax), z = np_clip(r, fmin, fmax);
+    if (isinf(a) && a < 0)
+        a = z;
+    *lo = np_min(a, z);
+    *hi = z;
+}
+
+/* Sum of ``b->share[0 .. n)`` padded with zeros to ``w``, in numpy's pairwise order. */
+static double padded_pairwise(Buckets *b, Py_ssize_t n, Py_ssize_t w)
+{
+    for (Py_ssize_t j = n; j < w; j++)
+        b->share[j] = 0.0;
+    return pairwise(b->share, w);
+}
+
+/* row_stats for a row whose counts are all finite and >= 0 (``scan->plain_counts``), in one
+ * pass over the ``n`` written buckets instead of ten over the padded width ``w``. Same
+ * results as row_stats, bit for bit:
+ * - the padded tail (count 0, edges ``scan->edge``) adds +0.0 to every plain-loop sum, never
+ *   holds a first/last bucket, and its shares all equal the last one; so it only matters where
+ *   a percentile falls past the last written bucket (then bucket ``w - 1``: the tail's edges);
+ * - sums numpy takes pairwise (total, zero share) still run over the zero-padded width;
+ * - cumulative shares never decrease (counts >= 0; once the running total overflows it stays
+ *   +inf), so "how many shares are below the level" is the first bucket whose share is not,
+ *   found for all seven levels in the same pass. */
+static void row_stats_fast(Buckets *b, const RowScan *scan, Py_ssize_t w, const double *f,
+                           int is_histo, double *out)
+{
+    Py_ssize_t n = scan->n;
+    if (scan->only_first && !is_histo && b->right[0] - b->left[0] == 1.0) {
+        double middle = (b->left[0] + b->right[0]) / 2;
+        b->left[0] = b->right[0] = middle;
+    }
+    double total = pairwise(b->counts, w);
+    int has_num = is_histo && isfinite(f[2]) && f[2] > 0;
+    double missing = has_num ? f[2] - total : 0.0;
+    double share_missing = (has_num && missing > 0.5) ? missing / f[2] : NAN;
+    int bad = scan->edges_bad || (is_histo && (!isfinite(f[0]) || !isfinite(f[1]) ||
+                                               !isfinite(f[3]) || !isfinite(f[4])));
+    double nonfinite = bad ? share_missing : 0.0;
+    Py_ssize_t first = scan->first, last = scan->last;
+    double bucket_min = first >= 0 ? b->left[first] : NAN;
+    double bucket_max = first >= 0 ? b->right[last] : NAN;
+    if (isinf(bucket_min) && bucket_min < 0)
+        bucket_min = b->right[first];
+    int use_min = is_histo && isfinite(f[0]), use_max = is_histo && isfinite(f[1]);
+    double vmin = use_min ? f[0] : bucket_min, vmax = use_max ? f[1] : bucket_max;
+    double fmin = isfinite(vmin) ? vmin : -INFINITY;
+    double fmax = isfinite(vmax) ? vmax : INFINITY;
+    if (first < 0) {
+        if (!use_min)
+            vmin = NAN;
+        if (!use_max)
+            vmax = NAN;
+    }
+    /* the fused pass: clipped edges, zero-bucket counts, cumulative shares -> percentile
+     * buckets */
+    double denom = total > 0 ? total : 1.0, running = 0.0, zero_sum = 0.0;
+    Py_ssize_t zero_terms = 0, bucket[7];
+    double bucket_share[7];
+    int p = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double lo, hi, c = b->counts[j];
+        clip_bucket(b->left[j], b->right[j], fmin, fmax, &lo, &hi);
+        b->lo[j] = lo;
+        b->hi[j] = hi;
+        if (((lo <= 0 && hi > 0) || (lo == 0 && hi == 0)) && c > 0) {
+            zero_sum = c;
+            zero_terms++;
+        }
+        running += c;
+        double share = running / denom;
+        while (p < 7 && !(share < percentile_levels[p])) {
+            bucket[p] = j;
+            bucket_share[p] = share;
+            p++;
+        }
+    }
+    if (zero_terms > 1) { /* several zero buckets (zero-width or overlapping): sum pairwise */
+        for (Py_ssize_t j = 0; j < n; j++) {
+            double lo = b->lo[j], hi = b->hi[j];
+            int zero_bucket = (lo <= 0 && hi > 0) || (lo == 0 && hi == 0);
+            b->share[j] = b->counts[j] * (double)zero_bucket;
+        }
+        zero_sum = padded_pairwise(b, n, w);
+    }
+    double tail_lo, tail_hi;
+    clip_bucket(scan->edge, scan->edge, fmin, fmax, &tail_lo, &tail_hi);
+    for (; p < 7; p++) { /* no share reached the level: numpy clips the bucket to w - 1 */
+        bucket[p] = w - 1;
+        bucket_share[p] = running / denom;
+    }
+    /* _moments_into */
+    int exact = is_histo && isfinite(f[2]) && isfinite(f[3]) && isfinite(f[4]) && f[2] > 0;
+    double mean, variance, l2, bound = 0.0;
+    if (exact) {
+        mean = f[3] / f[2];
+        variance = f[4] / f[2] - mean * mean;
+        l2 = sqrt(np_max(f[4], 0.0));
+    } else {
+        double m[4];
+        bucket_moments(b, n, w, total, m);
+        mean = m[0], variance = m[1], l2 = m[2], bound = m[3];
+    }
+    out[S_MEAN] = mean;
+    out[S_STD] = np_min(sqrt(np_max(variance, 0.0)), (vmax - vmin) / 2);
+    out[S_L2] = l2;
+    out[S_BOUND] = bound;
+    out[S_MIN] = vmin;
+    out[S_MAX] = vmax;
+    out[S_COUNT] = (is_histo && isfinite(f[2])) ? f[2] : total;
+    out[S_NONFINITE] = nonfinite;
+    out[S_ZERO] = zero_sum / total;
+    for (int q = 0; q < 7; q++) { /* stats._percentiles */
+        Py_ssize_t j = bucket[q];
+        int in_tail = j >= n;
+        double inside = in_tail ? 0.0 : b->counts[j];
+        double below = bucket_share[q] - inside / denom;
+        double fraction = inside > 0 ? (percentile_levels[q] - below) * total / inside : 0.0;
+        double low = in_tail ? tail_lo : b->lo[j], high = in_tail ? tail_hi : b->hi[j];
+        double value = low + np_clip(fraction, 0.0, 1.0) * (high - low);
+        out[S_P01 + q] = total == 0 ? NAN : np_clip(value, vmin, vmax);
+    }
+    if (!is_histo && !scan->left_finite) { /* TF2 edges of a NaN/Inf tensor: nothing usable */
+        for (int s = S_MEAN; s < N_STATS; s++)
+            out[s] = NAN;
+        out[S_NONFINITE] = nonfinite;
+    }
+    if (total == 0)
+        out[S_ZERO] = NAN;
 }
 
 PyDoc_STRVAR(reduce_doc,
@@ -1883,11 +2067,17 @@ static PyObject *mod_reduce(PyObject *Py_UNUSED(module), PyObject *args)
             goto done;
         }
         const double *f = fields + 5 * r;
-        fingerprints[i] = fill_row(&bk, data, s, k, w, tensor, f, weights);
+        RowScan scan;
+        fingerprints[i] = fill_row(&bk, data, s, k, w, tensor, f, weights, &scan);
         double out[N_STATS];
         for (int j = 0; j < N_STATS; j++)
             out[j] = NAN;
-        row_stats(&bk, w, f, !tensor, out);
+        if (scan.plain_counts) {
+            row_stats_fast(&bk, &scan, w, f, !tensor, out);
+        } else { /* negative or NaN/Inf counts: the general kernel, over the padded width */
+            pad_edges(&bk, &scan, w);
+            row_stats(&bk, w, f, !tensor, out);
+        }
         for (int j = 0; j < N_STATS; j++)
             stats[i * N_STATS + j] = to_float32(out[j]);
     }
