@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 import mmap
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import BinaryIO
 
@@ -86,6 +86,7 @@ class RangeResult:
     pending: dict[str, Pending] = field(default_factory=dict)  # tensors of unknown plugin
     unsure: set[str] = field(default_factory=set)  # tags of unknown plugin the C path skipped
     stopped_at: int = -1  # offset of the record at or after the range's limit (-1: none)
+    assumed: dict[str, str] = field(default_factory=dict)  # plugins taken as known at the start
 
 
 @dataclass
@@ -145,12 +146,21 @@ class _ScannerState:
 class _RangeReader:
     """Reads one byte range of one file into a reducer."""
 
-    def __init__(self, path: str, run: str, window: StepWindow, keep_unknown: bool) -> None:
+    def __init__(
+        self,
+        path: str,
+        run: str,
+        window: StepWindow,
+        keep_unknown: bool,
+        assumed: Mapping[str, str] | None = None,
+    ) -> None:
         self.path = path
         self.run = run
         self.window = window
         self.keep_unknown = keep_unknown
         self.state = _ScannerState(run, keep_unknown)
+        self.assumed = dict(assumed or {})
+        self.state.decoder.plugin_by_tag.update(self.assumed)
         self.reducer = _Reducer()
         self.reducer.run = run
         self.tally = FileTally()
@@ -325,6 +335,7 @@ class _RangeReader:
             pending=self.pending,
             unsure=self.unsure,
             stopped_at=self.stopped_at,
+            assumed=self.assumed,
         )
 
 
@@ -439,13 +450,17 @@ def reduce_file_range(
     on_offset: Callable[[int], None] | None = None,
     start: int = 0,
     limit: int = -1,
+    assumed: Mapping[str, str] | None = None,
 ) -> RangeResult:
     """Read the records of ``path`` that start in ``[start, limit)`` with the C engine.
 
     The whole file (``start`` 0, ``limit`` -1) gives the same ``RunData`` as
     ``series.reduce_records(reader.read_file(path, run))`` with the window applied.
+    ``assumed``: for a range starting mid-file, the plugin names its tags had before it
+    (:func:`head_plugins`), so their values are read at once instead of kept pending;
+    :func:`merge_ranges` checks the assumption against what the earlier range learnt.
     """
-    reader = _RangeReader(path, run, window, keep_unknown=start > 0)
+    reader = _RangeReader(path, run, window, keep_unknown=start > 0, assumed=assumed)
     reader.on_offset = on_offset
     try:
         size = file_size(path)
@@ -492,6 +507,8 @@ def merge_ranges(first: RangeResult, second: RangeResult, boundary: int) -> Rang
     """
     if first.restarts or second.restarts or first.stopped_at != boundary:
         return None
+    if any(first.plugins.get(tag) != name for tag, name in second.assumed.items()):
+        return None  # the plugins assumed were not those at the boundary: read in one piece
     if any(first.plugins.get(tag) in _READ_PLUGINS for tag in second.unsure):
         return None
     dropped = _settle_pending(first, second)
@@ -570,6 +587,19 @@ def _joined_tally(first: FileTally, second: FileTally) -> FileTally:
         whats=first.whats | second.whats,
         encodings=first.encodings | second.encodings,
     )
+
+
+HEAD_BYTES = 4 << 20
+"""Bytes read by :func:`head_plugins` (TF2 names a tag's plugin on its first value only, and
+every tag is written at the first step: a few hundred kB)."""
+
+
+def head_plugins(path: str, run: str, limit: int) -> dict[str, str]:
+    """The plugin names of tags learnt from the records of ``path`` that start before
+    ``min(limit, HEAD_BYTES)``: what a range starting at ``limit`` may assume (TF2 histograms
+    of known tags are then read at once, not kept pending: that path is ~25% slower)."""
+    head = reduce_file_range(path, run, StepWindow(), None, 0, min(limit, HEAD_BYTES))
+    return head.plugins
 
 
 SPLIT_SEARCH = 8 << 20  # bytes searched after the middle for a step boundary

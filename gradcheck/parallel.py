@@ -12,7 +12,7 @@ read here alone: forking and sending back cost more than the second core saves.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
@@ -55,6 +55,7 @@ class _Task:
     start: int = 0
     limit: int = -1
     split: bool = False
+    assumed: Mapping[str, str] | None = None  # a second range: plugins known before it
 
 
 def default_jobs() -> int:
@@ -96,8 +97,9 @@ def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int], jobs: int) -> 
         if boundary is None:
             tasks.append(_Task(number, path, run))
         else:
+            assumed = fastpath.head_plugins(path, run, boundary)
             tasks.append(_Task(number, path, run, 0, boundary, split=True))
-            tasks.append(_Task(number, path, run, boundary, -1, split=True))
+            tasks.append(_Task(number, path, run, boundary, -1, split=True, assumed=assumed))
     return tasks
 
 
@@ -139,7 +141,7 @@ def _assemble(
 def _run(task: _Task, window: StepWindow) -> fastpath.RangeResult | FilePart:
     """One task's result (in this process, the forked child or a pool worker)."""
     if task.split:
-        return reduce_range(task.path, task.run, window, task.start, task.limit)
+        return reduce_range(task.path, task.run, window, task.start, task.limit, task.assumed)
     return reduce_file(task.path, task.run, window)
 
 

@@ -7,7 +7,7 @@ Both use the C engine (``gradcheck.fastpath``) when it is built, else the refere
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from gradcheck import fastpath
@@ -41,10 +41,16 @@ def reduce_file(
 
 
 def reduce_range(
-    path: str, run: str, window: StepWindow, start: int, limit: int
+    path: str,
+    run: str,
+    window: StepWindow,
+    start: int,
+    limit: int,
+    assumed: Mapping[str, str] | None = None,
 ) -> fastpath.RangeResult:
-    """The records of ``path`` starting in ``[start, limit)``, with the C engine (a pool task)."""
-    return fastpath.reduce_file_range(path, run, window, None, start, limit)
+    """The records of ``path`` starting in ``[start, limit)``, with the C engine (a pool task);
+    ``assumed``: the plugin names of tags before ``start`` (see ``fastpath.head_plugins``)."""
+    return fastpath.reduce_file_range(path, run, window, None, start, limit, assumed)
 
 
 def reduce_file_reference(

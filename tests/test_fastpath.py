@@ -74,12 +74,16 @@ def check_file(path: Path | str, window: StepWindow | None = None) -> FilePart:
     return fast
 
 
-def check_split(path: Path | str, boundary: int, window: StepWindow | None = None) -> bool:
+def check_split(
+    path: Path | str, boundary: int, window: StepWindow | None = None, assume: bool = False
+) -> bool:
     """Read ``path`` as two ranges meeting at ``boundary``; if they join, they match the
-    reference. Returns whether they joined (else the pipeline reads the file again whole)."""
+    reference. Returns whether they joined (else the pipeline reads the file again whole).
+    ``assume``: the second range assumes the plugins of the file's head, as the pipeline does."""
     window = window or StepWindow()
+    assumed = fastpath.head_plugins(str(path), "run", boundary) if assume else None
     first = reduce_range(str(path), "run", window, 0, boundary)
-    second = reduce_range(str(path), "run", window, boundary, -1)
+    second = reduce_range(str(path), "run", window, boundary, -1, assumed)
     joined = fastpath.merge_ranges(first, second, boundary)
     if joined is None:
         return False
@@ -307,11 +311,43 @@ def test_two_ranges_join_to_the_reference(tmp_path: Path, name: str) -> None:
     ef.write_events(path, events)
     boundary = fastpath.split_offset(str(path), path.stat().st_size)
     assert boundary is not None
-    joined = check_split(path, boundary)
-    # A restart across the boundary, or a plugin named only after it, cannot be joined
-    # exactly: the pipeline then reads the file again in one piece.
-    assert joined == (name not in ("restart_across", "plugin_named_late"))
-    check_split(path, boundary, StepWindow(5, 25))
+    for assume in (False, True):
+        joined = check_split(path, boundary, assume=assume)
+        # A restart across the boundary, or a plugin named only after it, cannot be joined
+        # exactly: the pipeline then reads the file again in one piece.
+        assert joined == (name not in ("restart_across", "plugin_named_late"))
+        check_split(path, boundary, StepWindow(5, 25), assume=assume)
+
+
+def test_second_range_reads_tf2_histograms_at_once_with_the_heads_plugins(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "events.out.tfevents.1.v2"
+    ef.write_events(path, tf2_steps(range(40)))
+    boundary = fastpath.split_offset(str(path), path.stat().st_size)
+    assert boundary is not None
+    assumed = fastpath.head_plugins(str(path), "run", boundary)
+    assert set(assumed.values()) == {"histograms", "scalars"}
+    first = reduce_range(str(path), "run", StepWindow(), 0, boundary)
+    blind = reduce_range(str(path), "run", StepWindow(), boundary, -1)
+    second = reduce_range(str(path), "run", StepWindow(), boundary, -1, assumed)
+    assert set(blind.pending) == set(assumed)  # without: every TF2 value of the range pending
+    assert not second.pending and second.assumed == assumed
+    assert fastpath.merge_ranges(first, second, boundary) is not None
+
+
+def test_a_wrong_plugin_assumption_reads_the_file_again(tmp_path: Path) -> None:
+    path = tmp_path / "events.out.tfevents.1.v2"
+    ef.write_events(path, tf2_steps(range(40)))
+    boundary = fastpath.split_offset(str(path), path.stat().st_size)
+    assert boundary is not None
+    assumed = fastpath.head_plugins(str(path), "run", boundary)
+    wrong = {
+        tag: "scalars" if name == "histograms" else "histograms" for tag, name in assumed.items()
+    }
+    first = reduce_range(str(path), "run", StepWindow(), 0, boundary)
+    second = reduce_range(str(path), "run", StepWindow(), boundary, -1, wrong)
+    assert fastpath.merge_ranges(first, second, boundary) is None
 
 
 def test_split_offset_starts_a_new_step_at_a_verifiable_record(tmp_path: Path) -> None:
