@@ -16,7 +16,7 @@ One event per value, as real writers do, with realistic wall times; values evolv
 until it reaches its size. The framing is computed here with the C CRC32C and is byte-identical
 to ``RecordWriter``'s (checked in ``tests/test_bench_guard.py``).
 
-    python bench/gen.py --sizes 40MB,160MB,1GB --encodings tensor,histo --multi 4x40MB
+    python bench/gen.py --sizes 40MB,160MB,1GB --encodings tensor,histo --multi 4x40MB,4x250MB
 """
 
 from __future__ import annotations
@@ -293,7 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA_DIR, help="where datasets go")
     parser.add_argument("--sizes", default="40MB,160MB,1GB", help="comma list of file sizes")
     parser.add_argument("--encodings", default="tensor,histo", help="tensor, histo or both")
-    parser.add_argument("--multi", default="4x40MB", help="multi-file layouts (first encoding)")
+    parser.add_argument(
+        "--multi", default="4x40MB,4x250MB", help="multi-file layouts (first encoding)"
+    )
     parser.add_argument("--force", action="store_true", help="rewrite even if up to date")
     args = parser.parse_args(argv)
     try:

@@ -284,7 +284,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--sizes", default="40MB,160MB,1GB", help="single-file log sizes")
     parser.add_argument("--encodings", default="tensor,histo", help="tensor, histo or both")
-    parser.add_argument("--multi", default="4x40MB", help="multi-file layouts ('' for none)")
+    parser.add_argument(
+        "--multi", default="4x40MB,4x250MB", help="multi-file layouts ('' for none)"
+    )
     parser.add_argument("--readers", default=DEFAULT_READERS, help=f"of: {', '.join(READERS)}")
     parser.add_argument("--slow-max-size", default="40MB", help="largest log for slow readers")
     parser.add_argument("--repeats", type=int, default=3, help="runs per reader and dataset")
