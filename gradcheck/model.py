@@ -93,7 +93,12 @@ class Damage:
     message: str  # one line for a human: "<what>, at byte <offset>: <what was lost>"
 
 
-NoticeKind = Literal["tag_collision", "restart", "other"]
+NoticeKind = Literal["tag_collision", "restart", "thinned", "other"]
+"""``tag_collision``: one tag written several times at a step (Keras 3), told apart by index.
+``restart``: a series' step went back; the older steps from there on are dropped.
+``thinned``: histogram series longer than ``series.MAX_ROWS`` steps keep the worst step of each
+W-step window (one notice per run, saying how many steps were read and kept).
+``other``: anything else the reader handled."""
 
 
 @dataclass(frozen=True, slots=True)

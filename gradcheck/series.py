@@ -13,12 +13,16 @@ Restarts (see ``gradcheck.reader``): when a series' step goes back to ``s`` (or 
 steps ``>= s`` kept so far are dropped and the newer data kept, as TensorBoard purges orphaned
 steps. :func:`merge` applies the same rule across per-file parts, so reducing files separately
 and merging them gives the same result as reducing the run's stream.
+
+Thinning (memory flat in log size): a histogram series keeps at most :data:`MAX_ROWS` rows
+(``2 * MAX_ROWS`` while streaming), one per window of ``W`` steps (``step // W`` equal), ``W``
+the smallest power of two that fits; see :func:`_thinned`. Scalars are kept complete.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import numpy as np
@@ -36,6 +40,12 @@ BATCH_SIZE = 4096
 """Histograms reduced together (fewer when they are wide: see ``BATCH_BUCKETS``)."""
 BATCH_BUCKETS = 1 << 19
 """Buckets held pending at most (about 12 MB of edges and counts)."""
+
+MAX_ROWS = 2048
+"""Rows a histogram series keeps at most once built or merged (``2 * MAX_ROWS`` while
+streaming, plus the batch being appended): 180 KB a series at 88 bytes a row, whatever the
+log's length. Longer series keep the worst row of each ``W``-step window (see
+:func:`_thinned`), and the run gets one ``thinned`` notice."""
 
 SeriesKey = tuple[str, int]
 """``(tag, index)``: ``index`` tells apart series written under one tag at one step."""
@@ -58,9 +68,16 @@ class HistogramSeries:
     wall_times: np.ndarray  # float64 [n]
     stats: np.ndarray  # float32 [n, len(STAT_NAMES)]
     fingerprints: np.ndarray  # uint64 [n]
+    window: int = 1  # steps per kept row: 1, or W when thinned (one row per W-step window)
+    rows_read: int | None = None  # histograms reduced into the series (None: ``len(self)``)
 
     def __len__(self) -> int:
         return int(self.steps.size)
+
+    @property
+    def histograms_read(self) -> int:
+        """Histograms that went into the series (more than its rows when thinned)."""
+        return len(self) if self.rows_read is None else self.rows_read
 
     def column(self, name: str) -> np.ndarray:
         """One statistic over the steps, as float64 (see :data:`gradcheck.stats.STAT_NAMES`)."""
@@ -181,9 +198,10 @@ def _built(builders: dict[_K, _B], build: Callable[[_B], _V]) -> dict[_K, _V]:
 
 class _HistogramBuilder:
     """A histogram series' rows as the blocks they came in (one batch's rows of the series
-    each), joined once at the end: no per-append growth or copying."""
+    each), joined once at the end: no per-append growth or copying. Past ``2 * MAX_ROWS``
+    rows the blocks are joined and thinned to at most ``MAX_ROWS`` (see :func:`_thinned`)."""
 
-    __slots__ = ("blocks", "encoding", "joined", "key", "last_step")
+    __slots__ = ("blocks", "encoding", "joined", "key", "last_step", "read", "size", "window")
 
     def __init__(self, key: SeriesKey, encoding: str) -> None:
         self.key = key
@@ -191,6 +209,9 @@ class _HistogramBuilder:
         self.blocks: list[_HistogramBlock] = []
         self.joined = 0  # blocks before this one are joined runs of small blocks
         self.last_step: int | None = None
+        self.size = 0  # rows kept in the blocks
+        self.read = 0  # histograms appended (rows purged or thinned away included)
+        self.window = 1  # steps per kept row (thinning)
 
     def append(
         self,
@@ -214,7 +235,11 @@ class _HistogramBuilder:
             self._purge_from(first)
         self.blocks.append((steps, wall_times, rows, fingerprints))
         self.last_step = int(steps[-1])
-        if len(self.blocks) - self.joined >= _JOIN_BLOCKS:  # bounded per-array overhead
+        self.size += int(steps.size)
+        self.read += int(steps.size)
+        if self.size > 2 * MAX_ROWS:
+            self._thin(MAX_ROWS)
+        elif len(self.blocks) - self.joined >= _JOIN_BLOCKS:  # bounded per-array overhead
             self.blocks[self.joined :] = [_joined_blocks(self.blocks[self.joined :])]
             self.joined = len(self.blocks)
 
@@ -224,6 +249,14 @@ class _HistogramBuilder:
         size = int(np.searchsorted(kept[0], step, side="left"))
         self.blocks = [(kept[0][:size], kept[1][:size], kept[2][:size], kept[3][:size])]
         self.joined = 1
+        self.size = size
+
+    def _thin(self, limit: int) -> None:
+        """Keep at most ``limit`` rows, one per window (the window doubled as needed)."""
+        block, self.window = _thinned(_joined_blocks(self.blocks), self.window, limit)
+        self.blocks = [block]
+        self.joined = 1
+        self.size = int(block[0].size)
 
     def build(self) -> HistogramSeries:
         tag, index = self.key
@@ -231,13 +264,18 @@ class _HistogramBuilder:
             return HistogramSeries(
                 tag, index, self.encoding, np.empty(0, np.int64), np.empty(0, np.float64),
                 np.empty((0, len(STAT_NAMES)), np.float32), np.empty(0, np.uint64),
+                rows_read=self.read,
             )  # fmt: skip
+        if self.window > 1 or self.size > MAX_ROWS:
+            self._thin(MAX_ROWS)  # rows since the last thinning: selected at the window too
         single = len(self.blocks) == 1  # else joined into new arrays already
         steps, walls, stats, fingerprints = (
             column.copy() if single else column for column in _joined_blocks(self.blocks)
         )  # owned, trimmed arrays (a purged block is a view)
         self.blocks = []
-        return HistogramSeries(tag, index, self.encoding, steps, walls, stats, fingerprints)
+        return HistogramSeries(
+            tag, index, self.encoding, steps, walls, stats, fingerprints, self.window, self.read
+        )
 
 
 class _ScalarBuilder:
@@ -256,6 +294,80 @@ class _ScalarBuilder:
     def build(self) -> ScalarSeries:
         steps, values = self.columns.finish()
         return ScalarSeries(self.tag, steps, values)
+
+
+# --------------------------------------------------------------------------------------------
+# Thinning: at most MAX_ROWS rows a series, the worst row of each W-step window
+# --------------------------------------------------------------------------------------------
+
+_L2 = COLUMN["l2_norm"]
+_NONFINITE = COLUMN["nonfinite_share"]
+
+
+def _windows_fitting(steps: np.ndarray, window: int, limit: int) -> int:
+    """The smallest window ``>= window`` in the ladder (doubling) whose windows over the
+    sorted ``steps`` number at most ``limit``."""
+    while steps.size > limit and _window_count(steps, window) > limit:
+        window *= 2
+    return window
+
+
+def _window_count(steps: np.ndarray, window: int) -> int:
+    """How many ``window``-step windows (``step // window``) the sorted ``steps`` touch."""
+    windows = steps // window
+    return 1 + int(np.count_nonzero(windows[1:] != windows[:-1])) if steps.size else 0
+
+
+def _worst_rows(steps: np.ndarray, stats: np.ndarray, window: int) -> np.ndarray:
+    """Positions of the row kept in each ``window``-step window of the sorted ``steps``.
+
+    The worst row: the earliest with a non-finite value (so the NaN onset step stays exact),
+    else the largest L2 norm (so a one-step spike survives), ties to the earliest step. One
+    order over rows, so the worst of a window is the worst of its sub-windows' worst rows:
+    thinning in stages, or parts thinned apart then merged, keep the same rows.
+    """
+    windows = steps // window
+    norms = stats[:, _L2]
+    bad = ~(stats[:, _NONFINITE] == 0) | ~np.isfinite(norms)
+    score = np.where(bad, 0.0, -norms.astype(np.float64))
+    order = np.lexsort((steps, score, ~bad, windows))  # last key first: window, bad, norm, step
+    firsts = np.flatnonzero(np.r_[True, windows[1:] != windows[:-1]])  # windows are sorted
+    return order[firsts]
+
+
+def _thinned(block: _HistogramBlock, window: int, limit: int) -> tuple[_HistogramBlock, int]:
+    """``block`` (steps rising) with at most ``limit`` rows: the worst row of each window, the
+    window doubled from ``window`` until the rows fit. Kept as is when ``window`` is 1 and the
+    rows fit already."""
+    steps = block[0]
+    window = _windows_fitting(steps, window, limit)
+    if window == 1:
+        return block, window
+    kept = _worst_rows(steps, block[2], window)
+    steps, walls, stats, fingerprints = block
+    return (steps[kept], walls[kept], stats[kept], fingerprints[kept]), window
+
+
+def _thinning_notices(
+    notices: Iterable[Notice], run: str, files: Sequence[str], series: Iterable[HistogramSeries]
+) -> tuple[Notice, ...]:
+    """``notices`` without any earlier ``thinned`` notice, then this run's, if it was thinned:
+    one per run, recomputed on every merge so that it describes the merged series."""
+    others = tuple(notice for notice in notices if notice.kind != "thinned")
+    thinned = [s for s in series if s.window > 1]
+    if not thinned:
+        return others
+    read = max(s.histograms_read for s in thinned)
+    kept = max(len(s) for s in thinned)
+    windows = sorted({s.window for s in thinned})
+    window = f"{windows[0]}" if len(windows) == 1 else f"{windows[0]} to {windows[-1]}"
+    message = (
+        f"{len(thinned)} histogram series thinned to bound memory: up to {read:,} steps read"
+        f" per series, at most {kept:,} kept, the worst step of each {window}-step window"
+        " (its first NaN/Inf step, else its largest L2 norm); scalars are complete"
+    )
+    notice = Notice(run, files[0] if files else "", "thinned", None, None, message)
+    return (*others, notice)
 
 
 # --------------------------------------------------------------------------------------------
@@ -349,13 +461,15 @@ class _Reducer:
 
     def finish(self) -> RunData:
         self.flush()
+        histograms = _built(self.histograms, _HistogramBuilder.build)
+        files = tuple(self.files)
         return RunData(
             run=self.run,
-            files=tuple(self.files),
+            files=files,
             file_infos=tuple(self.file_infos),
             damages=tuple(self.damages),
-            notices=tuple(self.notices),
-            histograms=_built(self.histograms, _HistogramBuilder.build),
+            notices=_thinning_notices(self.notices, self.run, files, histograms.values()),
+            histograms=histograms,
             scalars=_built(self.scalars, _ScalarBuilder.build),
         )
 
@@ -528,7 +642,7 @@ def merge(parts: Sequence[RunData], consume: bool = False) -> RunData:
     if not parts:
         return reduce_records(())
     if len(parts) == 1:
-        return parts[0]
+        return _with_thinning_notice(parts[0])
     histograms: dict[SeriesKey, HistogramSeries] = {}
     scalars: dict[str, ScalarSeries] = {}
     for part in parts:
@@ -538,16 +652,25 @@ def merge(parts: Sequence[RunData], consume: bool = False) -> RunData:
         for tag, scalar in _items(part.scalars, consume):
             kept_scalar = scalars.get(tag)
             scalars[tag] = scalar if kept_scalar is None else _joined_scalars(kept_scalar, scalar)
-    files = dict.fromkeys(file for part in parts for file in part.files)
+    files = tuple(dict.fromkeys(file for part in parts for file in part.files))
+    run = next((part.run for part in parts if part.run), "")
+    notices = (notice for part in parts for notice in part.notices)
     return RunData(
-        run=next((part.run for part in parts if part.run), ""),
-        files=tuple(files),
+        run=run,
+        files=files,
         file_infos=tuple(info for part in parts for info in part.file_infos),
         damages=tuple(damage for part in parts for damage in part.damages),
-        notices=tuple(notice for part in parts for notice in part.notices),
+        notices=_thinning_notices(notices, run, files, histograms.values()),
         histograms=histograms,
         scalars=scalars,
     )
+
+
+def _with_thinning_notice(data: RunData) -> RunData:
+    """``data`` with its ``thinned`` notice last and naming its first file (a part's notice
+    may precede the notices added after its reduction, and name no file)."""
+    notices = _thinning_notices(data.notices, data.run, data.files, data.histograms.values())
+    return data if notices == data.notices else replace(data, notices=notices)
 
 
 def _items(mapping: Mapping[_K, _V], consume: bool) -> Iterator[tuple[_K, _V]]:
@@ -567,15 +690,28 @@ def _kept_before(kept_steps: np.ndarray, newer_steps: np.ndarray) -> int:
 
 
 def _joined_histograms(kept: HistogramSeries, newer: HistogramSeries) -> HistogramSeries:
+    """``newer`` after ``kept`` (purged from newer's first step), thinned at the larger window
+    of the two, doubled while over :data:`MAX_ROWS`: as if one stream had been reduced."""
     n = _kept_before(kept.steps, newer.steps)
+    joined = (
+        np.concatenate([kept.steps[:n], newer.steps]),
+        np.concatenate([kept.wall_times[:n], newer.wall_times]),
+        np.concatenate([kept.stats[:n], newer.stats]),
+        np.concatenate([kept.fingerprints[:n], newer.fingerprints]),
+    )
+    (steps, walls, stats, fingerprints), window = _thinned(
+        joined, max(kept.window, newer.window), MAX_ROWS
+    )
     return HistogramSeries(
         tag=kept.tag,
         index=kept.index,
         encoding=kept.encoding,
-        steps=np.concatenate([kept.steps[:n], newer.steps]),
-        wall_times=np.concatenate([kept.wall_times[:n], newer.wall_times]),
-        stats=np.concatenate([kept.stats[:n], newer.stats]),
-        fingerprints=np.concatenate([kept.fingerprints[:n], newer.fingerprints]),
+        steps=steps,
+        wall_times=walls,
+        stats=stats,
+        fingerprints=fingerprints,
+        window=window,
+        rows_read=kept.histograms_read + newer.histograms_read,
     )
 
 

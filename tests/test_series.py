@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gradcheck.series as series_module
 from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Record, ScalarRecord
 from gradcheck.series import BATCH_SIZE, RunData, merge, reduce_records
 from gradcheck.stats import COLUMN, STAT_NAMES, histogram_stats
@@ -77,7 +78,8 @@ def test_collision_indexes_are_separate_series() -> None:
     assert counts == [50, 5000, 5500]
 
 
-def test_more_records_than_a_batch_keep_stream_order() -> None:
+def test_more_records_than_a_batch_keep_stream_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(series_module, "MAX_ROWS", 2 * BATCH_SIZE)  # no thinning (test_thinning.py)
     steps = range(BATCH_SIZE + 37)
     data = reduce_records(histogram("w", s, tf2_buckets(values_at(s, size=20))) for s in steps)
     series = data.histograms[("w", 0)]

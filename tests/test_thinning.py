@@ -1,0 +1,251 @@
+"""Bounded histogram series: the worst row of each W-step window past ``series.MAX_ROWS``.
+
+``MAX_ROWS`` is made small here (monkeypatched) so that runs of a few hundred steps thin.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gradcheck import fastpath, series
+from gradcheck.config import DEFAULT_CONFIG
+from gradcheck.model import Record
+from gradcheck.parts import reduce_file_reference
+from gradcheck.pipeline import analyze
+from gradcheck.series import HistogramSeries, RunData, merge, reduce_records
+from gradcheck.steps import StepWindow
+from gradcheck.tags import TagRules
+from tests import eventfiles as ef
+from tests.histograms import tf2_buckets
+from tests.test_series import histogram, scalar
+
+RUN = "runs/a"
+
+
+@pytest.fixture
+def max_rows_8(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(series, "MAX_ROWS", 8)
+    yield
+
+
+def gradient(step: int, *, spike: int | None = None, nan_from: int | None = None) -> np.ndarray:
+    """Values whose L2 norm shrinks slowly; x1000 at ``spike``; NaN from ``nan_from`` to +5."""
+    values = np.random.default_rng(step).normal(0, 0.1 * 0.999**step, 50)
+    if step == spike:
+        values = values * 1000
+    if nan_from is not None and nan_from <= step < nan_from + 5:
+        values[3] = np.nan
+    return values
+
+
+def stream(steps: range, **kind: int) -> list[Record]:
+    records: list[Record] = []
+    for step in steps:
+        records.append(histogram("g", step, tf2_buckets(gradient(step, **kind))))
+        records.append(scalar("loss", step, 1.0 / (1 + step)))
+    return records
+
+
+def unthinned(records: list[Record]) -> HistogramSeries:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(series, "MAX_ROWS", 1 << 20)
+        return reduce_records(records).histograms[("g", 0)]
+
+
+def rows_at(series_: HistogramSeries, steps: list[int]) -> np.ndarray:
+    return series_.stats[np.searchsorted(series_.steps, steps)]
+
+
+def worst_steps(full: HistogramSeries, window: int) -> list[int]:
+    """The rule spelled out one window at a time: the first step with a non-finite value, else
+    the first step with the largest L2 norm."""
+    chosen = []
+    for start in range(0, int(full.steps[-1]) + 1, window):
+        inside = (full.steps >= start) & (full.steps < start + window)
+        steps = full.steps[inside].tolist()
+        norms = full.column("l2_norm")[inside].tolist()
+        shares = full.column("nonfinite_share")[inside].tolist()
+        bad = [
+            s
+            for s, n, f in zip(steps, norms, shares, strict=True)
+            if f != 0 or not math.isfinite(n)
+        ]
+        chosen.append(bad[0] if bad else steps[norms.index(max(norms))])
+    return chosen
+
+
+def thinned_notices(data: RunData) -> list[str]:
+    return [notice.message for notice in data.notices if notice.kind == "thinned"]
+
+
+@pytest.mark.usefixtures("max_rows_8")
+def test_thinning_keeps_the_first_nan_row_and_a_one_step_spike() -> None:
+    records = stream(range(100), spike=37, nan_from=61)
+    data = reduce_records(records)
+    kept = data.histograms[("g", 0)]
+    # 100 steps: 13 windows of 8 steps (> 8 rows), 7 of 16
+    assert kept.window == 16 and len(kept) == 7 and kept.histograms_read == 100
+    assert 37 in kept.steps.tolist() and 61 in kept.steps.tolist()
+    windows = (kept.steps // 16).tolist()
+    assert windows == list(range(7))
+    # a kept row is one histogram's row, all columns (no averaging)
+    full = unthinned(records)
+    np.testing.assert_array_equal(kept.stats, rows_at(full, kept.steps.tolist()))
+    assert kept.steps.tolist() == worst_steps(full, 16)
+    assert kept.column("nonfinite_share")[3] != 0
+    assert len(data.scalars["loss"]) == 100  # scalars stay complete
+    (message,) = thinned_notices(data)
+    assert "100 steps read" in message and "at most 7 kept" in message
+    assert "16-step window" in message
+
+
+def test_series_under_max_rows_are_not_thinned() -> None:
+    data = reduce_records(stream(range(100), spike=37))
+    kept = data.histograms[("g", 0)]
+    assert kept.window == 1 and kept.steps.tolist() == list(range(100))
+    assert thinned_notices(data) == []
+
+
+@pytest.mark.usefixtures("max_rows_8")
+def test_ties_go_to_the_earliest_step() -> None:
+    same = tf2_buckets(np.linspace(-1, 1, 50))
+    data = reduce_records([histogram("g", step, same) for step in range(40)])
+    assert data.histograms[("g", 0)].steps.tolist() == [0, 8, 16, 24, 32]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    spike=st.integers(0, 299),
+    nan_from=st.integers(0, 299),
+    cuts=st.lists(st.integers(1, 599), max_size=3),
+    batch=st.sampled_from([3, 64, 4096]),
+)
+def test_cut_streams_merged_equal_the_whole_stream(
+    spike: int, nan_from: int, cuts: list[int], batch: int
+) -> None:
+    records = stream(range(300), spike=spike, nan_from=nan_from)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(series, "MAX_ROWS", 8)
+        patch.setattr(series, "BATCH_SIZE", batch)
+        whole = reduce_records(records)
+        bounds = [0, *sorted(set(cuts)), len(records)]
+        parts = [reduce_records(records[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+        merged = merge(parts)
+    assert_same_series(merged, whole)
+    kept = whole.histograms[("g", 0)]
+    assert kept.window == 64 and len(kept) == 5  # 300 steps: 10 windows of 32, 5 of 64
+    assert kept.steps.tolist() == worst_steps(unthinned(records), 64)
+    assert nan_from in kept.steps.tolist()  # the NaN onset step is exact
+    assert thinned_notices(merged) == thinned_notices(whole) and len(thinned_notices(whole)) == 1
+
+
+def assert_same_series(left: RunData, right: RunData, *, same_read: bool = True) -> None:
+    assert list(left.histograms) == list(right.histograms)
+    for key, kept in left.histograms.items():
+        other = right.histograms[key]
+        assert kept.window == other.window
+        assert kept.histograms_read == other.histograms_read or not same_read
+        assert kept.steps.tolist() == other.steps.tolist()
+        np.testing.assert_array_equal(kept.stats, other.stats)
+        np.testing.assert_array_equal(kept.wall_times, other.wall_times)
+        np.testing.assert_array_equal(kept.fingerprints, other.fingerprints)
+    assert {t: s.values.tolist() for t, s in left.scalars.items()} == {
+        t: s.values.tolist() for t, s in right.scalars.items()
+    }
+
+
+@pytest.mark.usefixtures("max_rows_8")
+def test_restart_at_a_window_edge_after_thinning_equals_the_resumed_stream() -> None:
+    first = stream(range(100))
+    resumed = stream(range(48, 130), spike=70)  # written again from step 48 (W = 16)
+    data = reduce_records(first + resumed)
+    expected = reduce_records(first[: 2 * 48] + resumed)
+    assert_same_series(data, expected, same_read=False)  # purged histograms were read too
+    kept = data.histograms[("g", 0)]
+    assert 70 in kept.steps.tolist() and kept.histograms_read == 100 + 82
+    assert len(kept) <= 8
+
+
+@pytest.mark.usefixtures("max_rows_8")
+def test_restart_inside_a_window_keeps_the_newer_data() -> None:
+    first = stream(range(100), nan_from=90)  # NaN 90-94 in the older data: purged
+    resumed = stream(range(53, 130), nan_from=111)
+    kept = reduce_records(first + resumed).histograms[("g", 0)]
+    newer = unthinned(resumed)
+    steps = kept.steps.tolist()
+    assert steps == sorted(set(steps)) and len(kept) <= 8
+    later = [s for s in steps if s >= 53]
+    np.testing.assert_array_equal(rows_at(kept, later), rows_at(newer, later))
+    assert 111 in steps and 90 not in steps
+    bad = kept.steps[~(kept.column("nonfinite_share") == 0)].tolist()
+    assert bad[0] == 111
+
+
+def write_thinned_run(directory: Path, steps: int, nan_from: int) -> Path:
+    """A real event file: a weight and its gradient per step, gradients NaN from ``nan_from``."""
+    rng = np.random.default_rng(0)
+    weight = rng.normal(0, 0.3, 40)
+    events = [ef.file_version()]
+    for step in range(steps):
+        grad = rng.normal(0, 0.05, 40)
+        if step >= nan_from:
+            grad[7] = math.nan
+        else:
+            weight = weight - 0.1 * grad
+        values = [
+            ef.tensor_histogram("gradients/fc.weight", ef.tf2_buckets(grad), first=step == 0),
+            ef.tensor_histogram("weights/fc.weight", ef.tf2_buckets(weight), first=step == 0),
+            ef.simple_scalar("loss", 1.0 / (1 + step)),
+        ]
+        events.append(ef.summary_event(step, values))
+    directory.mkdir(parents=True, exist_ok=True)
+    ef.write_events(directory / "events.out.tfevents.1700000000.host.1.0", events)
+    return directory
+
+
+def test_real_event_file_end_to_end_notice_and_exact_nan_onset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(series, "MAX_ROWS", 16)
+    run = write_thinned_run(tmp_path / "run", steps=300, nan_from=203)
+    rules = TagRules.from_patterns(None, None)
+    report = analyze([str(run)], config=DEFAULT_CONFIG, rules=rules, jobs=1)
+    (result,) = report.runs
+    (layer,) = result.layers
+    assert (layer.name, layer.verdict, layer.first_bad_step) == ("fc.weight", "nan", 203)
+    (warning,) = [w for w in result.warnings if "thinned" in w]
+    assert warning.startswith("events.out.tfevents.1700000000.host.1.0: 2 histogram series")
+    assert "300 steps read" in warning and "32-step window" in warning
+    assert result.steps == (0, 299)
+
+
+def test_both_engines_and_byte_ranges_thin_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(series, "MAX_ROWS", 16)
+    run = write_thinned_run(tmp_path / "run", steps=300, nan_from=203)
+    (path,) = (str(p) for p in run.iterdir())
+    window = StepWindow()
+    reference = reduce_file_reference(path, str(run), window).data
+    if not fastpath.available():
+        pytest.skip("the C engine is not built")
+    size = Path(path).stat().st_size
+    boundary = fastpath.split_offset(path, size)
+    assert boundary is not None
+    first = fastpath.reduce_file_range(path, str(run), window, None, 0, boundary)
+    second = fastpath.reduce_file_range(path, str(run), window, None, boundary, -1)
+    whole = fastpath.reduce_file_range(path, str(run), window)
+    joined = fastpath.merge_ranges(first, second, boundary)
+    assert joined is not None
+    for data in (whole.data, joined.data):
+        assert_same_series(data, reference)
+    gradient = reference.histograms[("gradients/fc.weight", 0)]
+    assert gradient.window == 32 and 203 in gradient.steps.tolist()
+    assert gradient.histograms_read == 300
