@@ -1795,8 +1795,64 @@ typedef struct {
     int edges_bad;     /* some edge NaN (tensor: or infinite) */
     int left_finite;   /* every left edge finite, the padded tail's included */
     int plain_counts;  /* every count finite and >= 0: cumulative shares never decrease */
+    int finite;        /* every written edge and count finite */
     double edge;       /* the padded tail's left and right edge (the last right edge) */
 } RowScan;
+
+/* series._fingerprints of a filled row: a weighted sum of every value's mixed bits. A histo
+ * row's left edges are its right edges shifted by one: their mixed bits are reused. */
+static uint64_t row_fingerprint(const Buckets *b, Py_ssize_t n, Py_ssize_t size, int tensor,
+                                const double *f, const uint64_t *weights)
+{
+    const uint64_t *wl = weights, *wr = weights + MAX_WEIGHTS, *wc = weights + 2 * MAX_WEIGHTS;
+    uint64_t total = 0;
+    if (tensor) {
+        for (Py_ssize_t j = 0; j < n; j++)
+            total += mixed_bits(b->left[j]) * wl[j] + mixed_bits(b->right[j]) * wr[j] +
+                     mixed_bits(b->counts[j]) * wc[j];
+    } else {
+        uint64_t previous = mixed_bits(b->left[0]); /* left[j] == right[j - 1] from j = 1 */
+        for (Py_ssize_t j = 0; j < n; j++) {
+            uint64_t right = mixed_bits(b->right[j]);
+            total += previous * wl[j] + right * wr[j] + mixed_bits(b->counts[j]) * wc[j];
+            previous = right;
+        }
+        for (int i = 0; i < 5; i++)
+            total += mixed_bits(f[i]) * weights[3 * MAX_WEIGHTS + i];
+    }
+    return total + (uint64_t)size * FINGERPRINT_MIX;
+}
+
+/* ``finite``, ``edges_bad``, ``left_finite`` and ``plain_counts`` of the written buckets. One
+ * cheap pass first: ``x - x`` is 0 for finite x and NaN otherwise, so a NaN sum means some
+ * value is not finite, and only then are the flags taken value by value. */
+static void row_flags(const Buckets *b, Py_ssize_t n, int tensor, RowScan *scan)
+{
+    double nonfinite = 0.0, smallest = 0.0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double l = b->left[j], r = b->right[j], c = b->counts[j];
+        nonfinite += (l - l) + (r - r) + (c - c);
+        smallest = c < smallest ? c : smallest;
+    }
+    scan->finite = !isnan(nonfinite);
+    if (scan->finite) {
+        scan->edges_bad = 0;
+        scan->left_finite = 1;
+        scan->plain_counts = smallest >= 0;
+        return;
+    }
+    int bad = 0, infinite = 0, left_finite = 1, plain = 1;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double l = b->left[j], r = b->right[j], c = b->counts[j];
+        plain &= c >= 0 && c <= DBL_MAX;
+        bad |= isnan(l) || isnan(r);
+        infinite |= isinf(l) || isinf(r);
+        left_finite &= isfinite(l) != 0;
+    }
+    scan->edges_bad = bad || (tensor && infinite);
+    scan->left_finite = left_finite;
+    scan->plain_counts = plain;
+}
 
 /* Fill ``b`` with scanned row ``s`` of ``size`` buckets as the numpy engine's matrices hold it
  * (histo: first left edge from ``min`` as decode.first_left_edges derives it), and scan it
@@ -1830,35 +1886,22 @@ static uint64_t fill_row(Buckets *b, const double *data, Py_ssize_t s, Py_ssize_
     }
     for (Py_ssize_t j = n; j < w; j++)
         counts[j] = 0.0;
-    uint64_t total = 0;
-    Py_ssize_t first = -1, last = -1;
-    int later_nonzero = 0, bad = 0, left_finite = 1, plain = 1;
-    for (Py_ssize_t j = 0; j < n; j++) {
-        double l = left[j], r = right[j], c = counts[j];
-        total += mixed_bits(l) * weights[j] + mixed_bits(r) * weights[MAX_WEIGHTS + j] +
-                 mixed_bits(c) * weights[2 * MAX_WEIGHTS + j];
-        if (c > 0) {
-            if (first < 0)
-                first = j;
-            last = j;
-        }
-        later_nonzero |= j > 0 && c != 0;
-        plain &= c >= 0 && c <= DBL_MAX;
-        bad |= isnan(l) || isnan(r) || (tensor && (isinf(l) || isinf(r)));
-        left_finite &= isfinite(l);
-    }
-    if (!tensor)
-        for (int i = 0; i < 5; i++)
-            total += mixed_bits(f[i]) * weights[3 * MAX_WEIGHTS + i];
-    total += (uint64_t)size * FINGERPRINT_MIX;
+    uint64_t total = row_fingerprint(b, n, size, tensor, f, weights);
+    row_flags(b, n, tensor, scan);
+    /* first and last non-empty bucket, last non-zero count: short scans from either end */
+    Py_ssize_t first = 0, last = n - 1, nonzero = n - 1;
+    while (first < n && !(counts[first] > 0))
+        first++;
+    while (last >= 0 && !(counts[last] > 0))
+        last--;
+    while (nonzero > 0 && counts[nonzero] == 0)
+        nonzero--;
     scan->n = n;
-    scan->first = first;
+    scan->first = first < n ? first : -1;
     scan->last = last;
-    scan->only_first = counts[0] > 0 && !later_nonzero;
-    scan->edges_bad = bad;
+    scan->only_first = counts[0] > 0 && nonzero == 0;
     scan->edge = right[n - 1];
-    scan->left_finite = left_finite && (n == w || isfinite(scan->edge));
-    scan->plain_counts = plain;
+    scan->left_finite &= n == w || isfinite(scan->edge);
     return total;
 }
 
@@ -1880,12 +1923,35 @@ static inline void clip_bucket(double l, double r, double fmin, double fmax, dou
     *hi = z;
 }
 
+/* clip_bucket for finite edges (``fmin``/``fmax`` are never NaN): the same comparisons. */
+static inline void clip_finite(double l, double r, double fmin, double fmax, double *lo,
+                               double *hi)
+{
+    double a = l > fmin ? l : fmin, z = r > fmin ? r : fmin;
+    a = a < fmax ? a : fmax;
+    z = z < fmax ? z : fmax;
+    *lo = a <= z ? a : z;
+    *hi = z;
+}
+
 /* Sum of ``b->share[0 .. n)`` padded with zeros to ``w``, in numpy's pairwise order. */
 static double padded_pairwise(Buckets *b, Py_ssize_t n, Py_ssize_t w)
 {
     for (Py_ssize_t j = n; j < w; j++)
         b->share[j] = 0.0;
     return pairwise(b->share, w);
+}
+
+/* ``reach[p]``: a running total below it has ``running / denom < percentile_levels[p]`` for
+ * sure (rounding moves the quotient by 1e-16 relative, the margin is 1e-9), so the fused pass
+ * divides only near a level, not per bucket. -inf (always divide) when ``denom`` is too far
+ * from 1 for the margin to hold; ``reach[7]`` +inf: no level left. */
+static void share_thresholds(double denom, double reach[8])
+{
+    int safe = denom >= 1e-250 && denom <= 1e250;
+    for (int p = 0; p < 7; p++)
+        reach[p] = safe ? percentile_levels[p] * denom * (1.0 - 1e-9) : -INFINITY;
+    reach[7] = INFINITY;
 }
 
 /* row_stats for a row whose counts are all finite and >= 0 (``scan->plain_counts``), in one
@@ -1932,11 +1998,16 @@ static void row_stats_fast(Buckets *b, const RowScan *scan, Py_ssize_t w, const 
      * buckets */
     double denom = total > 0 ? total : 1.0, running = 0.0, zero_sum = 0.0;
     Py_ssize_t zero_terms = 0, bucket[7];
-    double bucket_share[7];
-    int p = 0;
+    double bucket_share[7], reach[8];
+    share_thresholds(denom, reach);
+    double next = reach[0];
+    int p = 0, finite = scan->finite;
     for (Py_ssize_t j = 0; j < n; j++) {
         double lo, hi, c = b->counts[j];
-        clip_bucket(b->left[j], b->right[j], fmin, fmax, &lo, &hi);
+        if (finite) /* np_clip without its NaN cases, np_min without its NaN case */
+            clip_finite(b->left[j], b->right[j], fmin, fmax, &lo, &hi);
+        else
+            clip_bucket(b->left[j], b->right[j], fmin, fmax, &lo, &hi);
         b->lo[j] = lo;
         b->hi[j] = hi;
         if (((lo <= 0 && hi > 0) || (lo == 0 && hi == 0)) && c > 0) {
@@ -1944,11 +2015,14 @@ static void row_stats_fast(Buckets *b, const RowScan *scan, Py_ssize_t w, const 
             zero_terms++;
         }
         running += c;
-        double share = running / denom;
-        while (p < 7 && !(share < percentile_levels[p])) {
-            bucket[p] = j;
-            bucket_share[p] = share;
-            p++;
+        if (running >= next) { /* near or past level p: divide as numpy does */
+            double share = running / denom;
+            while (p < 7 && !(share < percentile_levels[p])) {
+                bucket[p] = j;
+                bucket_share[p] = share;
+                p++;
+            }
+            next = reach[p];
         }
     }
     if (zero_terms > 1) { /* several zero buckets (zero-width or overlapping): sum pairwise */

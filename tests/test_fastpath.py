@@ -641,3 +641,50 @@ def test_decode_knows_tensorboard_dtype_values_without_importing_them() -> None:
 
     expected = (types_pb2.DT_FLOAT, types_pb2.DT_DOUBLE, types_pb2.DT_HALF)
     assert expected == (decode.DT_FLOAT, decode.DT_DOUBLE, decode.DT_HALF)
+
+
+def adversarial_records() -> list[HistogramRecord]:
+    """Rows aimed at the C kernel's shortcuts (issue 6): a padded tail (sizes above 64),
+    cumulative shares landing exactly on a percentile level, totals too small or too large for
+    the division-free share test, totals and means that overflow, several zero buckets,
+    non-finite edges and counts (the general kernel), and the constant-tensor encoding in a
+    wide row."""
+    rng = np.random.default_rng(11)
+    records = []
+    for size in (1, 2, 30, 65, 100, 300, 513):
+        right = np.sort(rng.normal(size=size)) if size > 1 else np.array([0.5])
+        for counts in (
+            np.ones(size),  # shares (j + 1) / size: exactly on the levels when size is 100
+            np.where(np.arange(size) % 3 == 0, 1e-320, 0.0),  # subnormal total
+            np.full(size, 1e300),  # the running total and numpy's sum overflow
+            np.full(size, 1e250),  # near the top of the division-free range
+            np.where(np.arange(size) == size - 1, 5.0, 0.0),  # everything in the last bucket
+            np.where(np.arange(size) == 0, 7.0, 0.0),  # everything in the first bucket
+            rng.integers(0, 3, size=size).astype(float),
+        ):
+            proto = [right[0], right[-1], counts.sum(), 0.1, 2.0]
+            for encoding in ("tensor", "histo"):
+                records.append(histogram_record(encoding, right, counts, right[0] - 1.0, proto))
+        odd = rng.integers(0, 5, size=size).astype(float)
+        for position, value in ((size // 2, -1.0), (size // 2, np.nan), (size - 1, np.inf)):
+            counts = odd.copy()
+            counts[position] = value
+            records.append(histogram_record("tensor", right, counts, right[0] - 1.0, [0.0] * 5))
+        for position, value in ((0, -np.inf), (size // 2, np.nan), (size - 1, np.inf)):
+            edges = right.copy()
+            edges[position] = value
+            proto = [-1.0, 1.0, odd.sum(), 0.0, 1.0]
+            for encoding in ("tensor", "histo"):
+                records.append(histogram_record(encoding, edges, odd, edges[0] - 1.0, proto))
+        zeros = np.zeros(size)  # zero-width buckets at 0: several zero buckets to sum
+        records.append(histogram_record("tensor", zeros, odd, 0.0, [0.0] * 5))
+        far = np.linspace(1e10, 2e10, size)  # count * middle overflows: the mean is inf
+        records.append(histogram_record("tensor", far, np.full(size, 1e300), 0.0, [0.0] * 5))
+    constant = np.where(np.arange(80) == 0, 4.0, 0.0)  # TF <= 2.7's constant tensor, widened
+    records.append(histogram_record("tensor", np.arange(80.0) + 3.5, constant, 2.5, [0.0] * 5))
+    return records
+
+
+def test_c_statistics_match_numpy_on_adversarial_rows() -> None:
+    for record in adversarial_records():  # each alone: no batch effects in the reference
+        check_c_reduce([record])
