@@ -1596,13 +1596,20 @@ static Py_ssize_t width_class(Py_ssize_t size)
     return (size + step - 1) / step * step;
 }
 
-static uint64_t mixed_bits(double v)
+static inline uint64_t bits_of(double v)
 {
     uint64_t bits;
     memcpy(&bits, &v, 8);
+    return bits;
+}
+
+static inline uint64_t mix(uint64_t bits)
+{
     uint64_t m = bits * FINGERPRINT_MIX;
     return m ^ (m >> 29);
 }
+
+static uint64_t mixed_bits(double v) { return mix(bits_of(v)); }
 
 typedef struct {
     double *left, *right, *counts, *lo, *hi, *share;
@@ -1800,55 +1807,62 @@ typedef struct {
 } RowScan;
 
 /* series._fingerprints of a filled row: a weighted sum of every value's mixed bits. A histo
- * row's left edges are its right edges shifted by one: their mixed bits are reused. */
+ * row's left edges are its right edges shifted by one: their mixed bits are reused.
+ * ``*odd`` gets bit 63 set when some written edge or count is not finite (all exponent bits
+ * set: adding one to the exponent carries into bit 63) or some count has its sign bit set
+ * (negative, or -0.0): rows without either need no per-value flags (row_flags). */
 static uint64_t row_fingerprint(const Buckets *b, Py_ssize_t n, Py_ssize_t size, int tensor,
-                                const double *f, const uint64_t *weights)
+                                const double *f, const uint64_t *weights, uint64_t *odd)
 {
     const uint64_t *wl = weights, *wr = weights + MAX_WEIGHTS, *wc = weights + 2 * MAX_WEIGHTS;
-    uint64_t total = 0;
+    const uint64_t exponent = 0x7FF0000000000000ULL, unit = 0x0010000000000000ULL;
+    uint64_t total = 0, seen = 0;
     if (tensor) {
-        for (Py_ssize_t j = 0; j < n; j++)
-            total += mixed_bits(b->left[j]) * wl[j] + mixed_bits(b->right[j]) * wr[j] +
-                     mixed_bits(b->counts[j]) * wc[j];
-    } else {
-        uint64_t previous = mixed_bits(b->left[0]); /* left[j] == right[j - 1] from j = 1 */
         for (Py_ssize_t j = 0; j < n; j++) {
-            uint64_t right = mixed_bits(b->right[j]);
-            total += previous * wl[j] + right * wr[j] + mixed_bits(b->counts[j]) * wc[j];
+            uint64_t lb = bits_of(b->left[j]), rb = bits_of(b->right[j]);
+            uint64_t cb = bits_of(b->counts[j]);
+            seen |= ((lb & exponent) + unit) | ((rb & exponent) + unit) |
+                    ((cb & exponent) + unit) | cb;
+            total += mix(lb) * wl[j] + mix(rb) * wr[j] + mix(cb) * wc[j];
+        }
+    } else {
+        uint64_t lb = bits_of(b->left[0]), previous = mix(lb); /* left[j] == right[j - 1] */
+        seen = (lb & exponent) + unit;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            uint64_t rb = bits_of(b->right[j]), cb = bits_of(b->counts[j]);
+            seen |= ((rb & exponent) + unit) | ((cb & exponent) + unit) | cb;
+            uint64_t right = mix(rb);
+            total += previous * wl[j] + right * wr[j] + mix(cb) * wc[j];
             previous = right;
         }
         for (int i = 0; i < 5; i++)
             total += mixed_bits(f[i]) * weights[3 * MAX_WEIGHTS + i];
     }
+    *odd = seen;
     return total + (uint64_t)size * FINGERPRINT_MIX;
 }
 
-/* ``finite``, ``edges_bad``, ``left_finite`` and ``plain_counts`` of the written buckets. One
- * cheap pass first: ``x - x`` is 0 for finite x and NaN otherwise, so a NaN sum means some
- * value is not finite, and only then are the flags taken value by value. */
-static void row_flags(const Buckets *b, Py_ssize_t n, int tensor, RowScan *scan)
+/* ``finite``, ``edges_bad``, ``left_finite`` and ``plain_counts`` of the written buckets:
+ * at once when row_fingerprint saw nothing odd, else value by value. */
+static void row_flags(const Buckets *b, Py_ssize_t n, int tensor, uint64_t odd, RowScan *scan)
 {
-    double nonfinite = 0.0, smallest = 0.0;
-    for (Py_ssize_t j = 0; j < n; j++) {
-        double l = b->left[j], r = b->right[j], c = b->counts[j];
-        nonfinite += (l - l) + (r - r) + (c - c);
-        smallest = c < smallest ? c : smallest;
-    }
-    scan->finite = !isnan(nonfinite);
+    scan->finite = !(odd >> 63);
     if (scan->finite) {
         scan->edges_bad = 0;
         scan->left_finite = 1;
-        scan->plain_counts = smallest >= 0;
+        scan->plain_counts = 1;
         return;
     }
-    int bad = 0, infinite = 0, left_finite = 1, plain = 1;
+    int bad = 0, infinite = 0, left_finite = 1, plain = 1, finite = 1;
     for (Py_ssize_t j = 0; j < n; j++) {
         double l = b->left[j], r = b->right[j], c = b->counts[j];
         plain &= c >= 0 && c <= DBL_MAX;
         bad |= isnan(l) || isnan(r);
         infinite |= isinf(l) || isinf(r);
         left_finite &= isfinite(l) != 0;
+        finite &= isfinite(c) != 0;
     }
+    scan->finite = finite && !bad && !infinite;
     scan->edges_bad = bad || (tensor && infinite);
     scan->left_finite = left_finite;
     scan->plain_counts = plain;
@@ -1886,8 +1900,9 @@ static uint64_t fill_row(Buckets *b, const double *data, Py_ssize_t s, Py_ssize_
     }
     for (Py_ssize_t j = n; j < w; j++)
         counts[j] = 0.0;
-    uint64_t total = row_fingerprint(b, n, size, tensor, f, weights);
-    row_flags(b, n, tensor, scan);
+    uint64_t odd;
+    uint64_t total = row_fingerprint(b, n, size, tensor, f, weights, &odd);
+    row_flags(b, n, tensor, odd, scan);
     /* first and last non-empty bucket, last non-zero count: short scans from either end */
     Py_ssize_t first = 0, last = n - 1, nonzero = n - 1;
     while (first < n && !(counts[first] > 0))

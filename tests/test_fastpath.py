@@ -666,6 +666,8 @@ def adversarial_records() -> list[HistogramRecord]:
             for encoding in ("tensor", "histo"):
                 records.append(histogram_record(encoding, right, counts, right[0] - 1.0, proto))
         odd = rng.integers(0, 5, size=size).astype(float)
+        negative_zeros = np.where(odd == 0, -0.0, odd)  # sign bit set, still counts >= 0
+        records.append(histogram_record("tensor", right, negative_zeros, right[0] - 1, [0.0] * 5))
         for position, value in ((size // 2, -1.0), (size // 2, np.nan), (size - 1, np.inf)):
             counts = odd.copy()
             counts[position] = value
