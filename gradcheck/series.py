@@ -326,13 +326,22 @@ def _worst_rows(steps: np.ndarray, stats: np.ndarray, window: int) -> np.ndarray
     order over rows, so the worst of a window is the worst of its sub-windows' worst rows:
     thinning in stages, or parts thinned apart then merged, keep the same rows.
     """
+    if not steps.size:
+        return np.empty(0, dtype=np.int64)
     windows = steps // window
+    new_window = np.empty(steps.size, dtype=bool)
+    new_window[0] = True
+    np.not_equal(windows[1:], windows[:-1], out=new_window[1:])
+    starts = np.flatnonzero(new_window)
     norms = stats[:, _L2]
     bad = ~(stats[:, _NONFINITE] == 0) | ~np.isfinite(norms)
-    score = np.where(bad, 0.0, -norms.astype(np.float64))
-    order = np.lexsort((steps, score, ~bad, windows))  # last key first: window, bad, norm, step
-    firsts = np.flatnonzero(np.r_[True, windows[1:] != windows[:-1]])  # windows are sorted
-    return order[firsts]
+    badness = np.where(bad, np.inf, norms)  # no NaN left: a non-finite norm is bad
+    group = np.cumsum(new_window) - 1  # each row's window, 0..len(starts)-1
+    worst = np.flatnonzero(badness == np.maximum.reduceat(badness, starts)[group])
+    first_of_group = np.empty(worst.size, dtype=bool)
+    first_of_group[0] = True
+    np.not_equal(group[worst[1:]], group[worst[:-1]], out=first_of_group[1:])
+    return worst[first_of_group]  # the earliest worst row of each window
 
 
 def _thinned(block: _HistogramBlock, window: int, limit: int) -> tuple[_HistogramBlock, int]:
