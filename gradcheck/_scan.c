@@ -1869,8 +1869,8 @@ static void row_flags(const Buckets *b, Py_ssize_t n, int tensor, uint64_t odd, 
 }
 
 /* Fill ``b`` with scanned row ``s`` of ``size`` buckets as the numpy engine's matrices hold it
- * (histo: first left edge from ``min`` as decode.first_left_edges derives it), and scan it
- * once for ``RowScan``. Only the ``n`` written buckets are stored, plus zero counts up to
+ * (histo: first left edge from ``min`` as decode.first_left_edges derives it), and learn its
+ * ``RowScan`` (row_fingerprint's pass, short scans from either end). Only the ``n`` written buckets are stored, plus zero counts up to
  * ``w`` (pairwise sums run over the padded width): the padded tail, whose edges repeat the
  * last right edge as series._reduce_group pads, is handled arithmetically (see row_stats_fast)
  * or written by pad_edges. Returns the fingerprint (of the zero-padded row). */
@@ -1969,60 +1969,61 @@ static void share_thresholds(double denom, double reach[8])
     reach[7] = INFINITY;
 }
 
-/* row_stats for a row whose counts are all finite and >= 0 (``scan->plain_counts``), in one
- * pass over the ``n`` written buckets instead of ten over the padded width ``w``. Same
- * results as row_stats, bit for bit:
- * - the padded tail (count 0, edges ``scan->edge``) adds +0.0 to every plain-loop sum, never
- *   holds a first/last bucket, and its shares all equal the last one; so it only matters where
- *   a percentile falls past the last written bucket (then bucket ``w - 1``: the tail's edges);
- * - sums numpy takes pairwise (total, zero share) still run over the zero-padded width;
- * - cumulative shares never decrease (counts >= 0; once the running total overflows it stays
- *   +inf), so "how many shares are below the level" is the first bucket whose share is not,
- *   found for all seven levels in the same pass. */
-static void row_stats_fast(Buckets *b, const RowScan *scan, Py_ssize_t w, const double *f,
-                           int is_histo, double *out)
+/* The data's range (stats._effective_edges): ``vmin``/``vmax`` as reported, and the finite
+ * bounds ``fmin``/``fmax`` the edges are clipped to. */
+typedef struct {
+    double vmin, vmax, fmin, fmax;
+} Range;
+
+static Range row_range(const Buckets *b, const RowScan *scan, const double *f, int is_histo)
 {
-    Py_ssize_t n = scan->n;
-    if (scan->only_first && !is_histo && b->right[0] - b->left[0] == 1.0) {
-        double middle = (b->left[0] + b->right[0]) / 2;
-        b->left[0] = b->right[0] = middle;
-    }
-    double total = pairwise(b->counts, w);
-    int has_num = is_histo && isfinite(f[2]) && f[2] > 0;
-    double missing = has_num ? f[2] - total : 0.0;
-    double share_missing = (has_num && missing > 0.5) ? missing / f[2] : NAN;
-    int bad = scan->edges_bad || (is_histo && (!isfinite(f[0]) || !isfinite(f[1]) ||
-                                               !isfinite(f[3]) || !isfinite(f[4])));
-    double nonfinite = bad ? share_missing : 0.0;
     Py_ssize_t first = scan->first, last = scan->last;
     double bucket_min = first >= 0 ? b->left[first] : NAN;
     double bucket_max = first >= 0 ? b->right[last] : NAN;
     if (isinf(bucket_min) && bucket_min < 0)
         bucket_min = b->right[first];
     int use_min = is_histo && isfinite(f[0]), use_max = is_histo && isfinite(f[1]);
-    double vmin = use_min ? f[0] : bucket_min, vmax = use_max ? f[1] : bucket_max;
-    double fmin = isfinite(vmin) ? vmin : -INFINITY;
-    double fmax = isfinite(vmax) ? vmax : INFINITY;
+    Range r = {use_min ? f[0] : bucket_min, use_max ? f[1] : bucket_max, 0.0, 0.0};
+    r.fmin = isfinite(r.vmin) ? r.vmin : -INFINITY;
+    r.fmax = isfinite(r.vmax) ? r.vmax : INFINITY;
     if (first < 0) {
         if (!use_min)
-            vmin = NAN;
+            r.vmin = NAN;
         if (!use_max)
-            vmax = NAN;
+            r.vmax = NAN;
     }
-    /* the fused pass: clipped edges, zero-bucket counts, cumulative shares -> percentile
-     * buckets */
-    double denom = total > 0 ? total : 1.0, running = 0.0, zero_sum = 0.0;
-    Py_ssize_t zero_terms = 0, bucket[7];
-    double bucket_share[7], reach[8];
+    return r;
+}
+
+/* What the fused pass finds: each percentile level's bucket and cumulative share there, and
+ * the zero bucket's count. */
+typedef struct {
+    Py_ssize_t bucket[7];
+    double share[7];
+    double zero_sum;
+} Fused;
+
+/* The fused pass over the ``n`` written buckets: clipped edges (into ``b->lo``/``b->hi``),
+ * zero-bucket counts, and the cumulative shares' percentile buckets. Cumulative shares never
+ * decrease (counts >= 0; once the running total overflows it stays +inf), so "how many shares
+ * are below the level" (numpy's count, clipped to ``w - 1``) is the first bucket whose share
+ * is not, found for all seven levels in this one pass; the padded tail's shares all equal the
+ * last one. The zero share is numpy's pairwise sum of ``count * is_zero_bucket`` over ``w``:
+ * with at most one non-zero term that is the term itself, else it is summed pairwise. */
+static void fused_pass(Buckets *b, const RowScan *scan, Py_ssize_t w, Range r, double total,
+                       Fused *out)
+{
+    Py_ssize_t n = scan->n, zero_terms = 0;
+    double denom = total > 0 ? total : 1.0, running = 0.0, zero_sum = 0.0, reach[8];
     share_thresholds(denom, reach);
     double next = reach[0];
     int p = 0, finite = scan->finite;
     for (Py_ssize_t j = 0; j < n; j++) {
         double lo, hi, c = b->counts[j];
         if (finite) /* np_clip without its NaN cases, np_min without its NaN case */
-            clip_finite(b->left[j], b->right[j], fmin, fmax, &lo, &hi);
+            clip_finite(b->left[j], b->right[j], r.fmin, r.fmax, &lo, &hi);
         else
-            clip_bucket(b->left[j], b->right[j], fmin, fmax, &lo, &hi);
+            clip_bucket(b->left[j], b->right[j], r.fmin, r.fmax, &lo, &hi);
         b->lo[j] = lo;
         b->hi[j] = hi;
         if (((lo <= 0 && hi > 0) || (lo == 0 && hi == 0)) && c > 0) {
@@ -2033,14 +2034,18 @@ static void row_stats_fast(Buckets *b, const RowScan *scan, Py_ssize_t w, const 
         if (running >= next) { /* near or past level p: divide as numpy does */
             double share = running / denom;
             while (p < 7 && !(share < percentile_levels[p])) {
-                bucket[p] = j;
-                bucket_share[p] = share;
+                out->bucket[p] = j;
+                out->share[p] = share;
                 p++;
             }
             next = reach[p];
         }
     }
-    if (zero_terms > 1) { /* several zero buckets (zero-width or overlapping): sum pairwise */
+    for (; p < 7; p++) { /* no share reached the level */
+        out->bucket[p] = w - 1;
+        out->share[p] = running / denom;
+    }
+    if (zero_terms > 1) { /* several zero buckets (zero-width or overlapping) */
         for (Py_ssize_t j = 0; j < n; j++) {
             double lo = b->lo[j], hi = b->hi[j];
             int zero_bucket = (lo <= 0 && hi > 0) || (lo == 0 && hi == 0);
@@ -2048,12 +2053,50 @@ static void row_stats_fast(Buckets *b, const RowScan *scan, Py_ssize_t w, const 
         }
         zero_sum = padded_pairwise(b, n, w);
     }
-    double tail_lo, tail_hi;
-    clip_bucket(scan->edge, scan->edge, fmin, fmax, &tail_lo, &tail_hi);
-    for (; p < 7; p++) { /* no share reached the level: numpy clips the bucket to w - 1 */
-        bucket[p] = w - 1;
-        bucket_share[p] = running / denom;
+    out->zero_sum = zero_sum;
+}
+
+/* stats._percentiles from the fused pass's buckets, into out[0..6]. A bucket in the padded
+ * tail (count 0) has the last right edge, clipped, as both edges. */
+static void fast_percentiles(const Buckets *b, const RowScan *scan, const Fused *fused,
+                             Range r, double total, double *out)
+{
+    double denom = total > 0 ? total : 1.0, tail_lo, tail_hi;
+    clip_bucket(scan->edge, scan->edge, r.fmin, r.fmax, &tail_lo, &tail_hi);
+    for (int q = 0; q < 7; q++) {
+        Py_ssize_t j = fused->bucket[q];
+        int in_tail = j >= scan->n;
+        double inside = in_tail ? 0.0 : b->counts[j];
+        double below = fused->share[q] - inside / denom;
+        double fraction = inside > 0 ? (percentile_levels[q] - below) * total / inside : 0.0;
+        double low = in_tail ? tail_lo : b->lo[j], high = in_tail ? tail_hi : b->hi[j];
+        double value = low + np_clip(fraction, 0.0, 1.0) * (high - low);
+        out[q] = total == 0 ? NAN : np_clip(value, r.vmin, r.vmax);
     }
+}
+
+/* row_stats for a row whose counts are all finite and >= 0 (``scan->plain_counts``): one
+ * fused pass over the ``n`` written buckets instead of ten over the padded width ``w``, with
+ * the same results as row_stats, bit for bit. The padded tail (count 0, edges
+ * ``scan->edge``) adds +0.0 to every plain-loop sum and never holds a first/last bucket;
+ * sums numpy takes pairwise (total, zero share) still run over the zero-padded width. */
+static void row_stats_fast(Buckets *b, const RowScan *scan, Py_ssize_t w, const double *f,
+                           int is_histo, double *out)
+{
+    if (scan->only_first && !is_histo && b->right[0] - b->left[0] == 1.0) {
+        double middle = (b->left[0] + b->right[0]) / 2; /* _collapse_constant_buckets */
+        b->left[0] = b->right[0] = middle;
+    }
+    double total = pairwise(b->counts, w);
+    int has_num = is_histo && isfinite(f[2]) && f[2] > 0;
+    double missing = has_num ? f[2] - total : 0.0;
+    double share_missing = (has_num && missing > 0.5) ? missing / f[2] : NAN;
+    int bad = scan->edges_bad || (is_histo && (!isfinite(f[0]) || !isfinite(f[1]) ||
+                                               !isfinite(f[3]) || !isfinite(f[4])));
+    double nonfinite = bad ? share_missing : 0.0;
+    Range r = row_range(b, scan, f, is_histo);
+    Fused fused;
+    fused_pass(b, scan, w, r, total, &fused);
     /* _moments_into */
     int exact = is_histo && isfinite(f[2]) && isfinite(f[3]) && isfinite(f[4]) && f[2] > 0;
     double mean, variance, l2, bound = 0.0;
@@ -2063,35 +2106,24 @@ static void row_stats_fast(Buckets *b, const RowScan *scan, Py_ssize_t w, const 
         l2 = sqrt(np_max(f[4], 0.0));
     } else {
         double m[4];
-        bucket_moments(b, n, w, total, m);
+        bucket_moments(b, scan->n, w, total, m);
         mean = m[0], variance = m[1], l2 = m[2], bound = m[3];
     }
     out[S_MEAN] = mean;
-    out[S_STD] = np_min(sqrt(np_max(variance, 0.0)), (vmax - vmin) / 2);
+    out[S_STD] = np_min(sqrt(np_max(variance, 0.0)), (r.vmax - r.vmin) / 2);
     out[S_L2] = l2;
     out[S_BOUND] = bound;
-    out[S_MIN] = vmin;
-    out[S_MAX] = vmax;
+    out[S_MIN] = r.vmin;
+    out[S_MAX] = r.vmax;
     out[S_COUNT] = (is_histo && isfinite(f[2])) ? f[2] : total;
     out[S_NONFINITE] = nonfinite;
-    out[S_ZERO] = zero_sum / total;
-    for (int q = 0; q < 7; q++) { /* stats._percentiles */
-        Py_ssize_t j = bucket[q];
-        int in_tail = j >= n;
-        double inside = in_tail ? 0.0 : b->counts[j];
-        double below = bucket_share[q] - inside / denom;
-        double fraction = inside > 0 ? (percentile_levels[q] - below) * total / inside : 0.0;
-        double low = in_tail ? tail_lo : b->lo[j], high = in_tail ? tail_hi : b->hi[j];
-        double value = low + np_clip(fraction, 0.0, 1.0) * (high - low);
-        out[S_P01 + q] = total == 0 ? NAN : np_clip(value, vmin, vmax);
-    }
+    out[S_ZERO] = total == 0 ? NAN : fused.zero_sum / total;
+    fast_percentiles(b, scan, &fused, r, total, out + S_P01);
     if (!is_histo && !scan->left_finite) { /* TF2 edges of a NaN/Inf tensor: nothing usable */
         for (int s = S_MEAN; s < N_STATS; s++)
             out[s] = NAN;
         out[S_NONFINITE] = nonfinite;
     }
-    if (total == 0)
-        out[S_ZERO] = NAN;
 }
 
 PyDoc_STRVAR(reduce_doc,
