@@ -16,7 +16,9 @@ and merging them gives the same result as reducing the run's stream.
 
 Thinning (memory flat in log size): a histogram series keeps at most :data:`MAX_ROWS` rows
 (``2 * MAX_ROWS`` while streaming), one per window of ``W`` steps (``step // W`` equal), ``W``
-the smallest power of two that fits; see :func:`_thinned`. Scalars are kept complete.
+the smallest power of two that fits; see :func:`_thinned`. Scalars are kept complete. A restart
+inside a window of a thinned series also drops the older rows of that window before the
+restart step when the window's kept row was at or after it (only one row per window is kept).
 """
 
 from __future__ import annotations
