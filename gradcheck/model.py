@@ -96,8 +96,8 @@ class Damage:
 NoticeKind = Literal["tag_collision", "restart", "thinned", "other"]
 """``tag_collision``: one tag written several times at a step (Keras 3), told apart by index.
 ``restart``: a series' step went back; the older steps from there on are dropped.
-``thinned``: histogram series longer than ``series.MAX_ROWS`` steps keep the worst step of each
-W-step window (one notice per run, saying how many steps were read and kept).
+``thinned``: histogram series longer than ``series.MAX_ROWS`` steps keep the first and the worst
+step of each W-step window (one notice per run, saying how many steps were read and kept).
 ``other``: anything else the reader handled."""
 
 

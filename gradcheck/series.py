@@ -15,10 +15,10 @@ steps. :func:`merge` applies the same rule across per-file parts, so reducing fi
 and merging them gives the same result as reducing the run's stream.
 
 Thinning (memory flat in log size): a histogram series keeps at most :data:`MAX_ROWS` rows
-(``2 * MAX_ROWS`` while streaming), one per window of ``W`` steps (``step // W`` equal), ``W``
-the smallest power of two that fits; see :func:`_thinned`. Scalars are kept complete. A restart
-inside a window of a thinned series also drops the older rows of that window before the
-restart step when the window's kept row was at or after it (only one row per window is kept).
+(``2 * MAX_ROWS`` while streaming): the first and the worst row of each window of ``W`` steps
+(``step // W`` equal), ``W`` the smallest power of two that fits; see :func:`_kept_rows`.
+Scalars are kept complete. A restart inside a window of a thinned series also drops the older
+rows of that window that were not kept (rows between its first and the restart step).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ BATCH_BUCKETS = 1 << 19
 MAX_ROWS = 2048
 """Rows a histogram series keeps at most once built or merged (``2 * MAX_ROWS`` while
 streaming, plus the batch being appended): 180 KB a series at 88 bytes a row, whatever the
-log's length. Longer series keep the worst row of each ``W``-step window (see
-:func:`_thinned`), and the run gets one ``thinned`` notice."""
+log's length. Longer series keep the first and the worst row of each ``W``-step window (see
+:func:`_kept_rows`), and the run gets one ``thinned`` notice."""
 
 SeriesKey = tuple[str, int]
 """``(tag, index)``: ``index`` tells apart series written under one tag at one step."""
@@ -70,7 +70,7 @@ class HistogramSeries:
     wall_times: np.ndarray  # float64 [n]
     stats: np.ndarray  # float32 [n, len(STAT_NAMES)]
     fingerprints: np.ndarray  # uint64 [n]
-    window: int = 1  # steps per kept row: 1, or W when thinned (one row per W-step window)
+    window: int = 1  # 1, or W when thinned (the first and worst rows of each W-step window)
     rows_read: int | None = None  # histograms reduced into the series (None: ``len(self)``)
 
     def __len__(self) -> int:
@@ -299,62 +299,65 @@ class _ScalarBuilder:
 
 
 # --------------------------------------------------------------------------------------------
-# Thinning: at most MAX_ROWS rows a series, the worst row of each W-step window
+# Thinning: at most MAX_ROWS rows a series, the first and worst rows of each W-step window
 # --------------------------------------------------------------------------------------------
 
 _L2 = COLUMN["l2_norm"]
 _NONFINITE = COLUMN["nonfinite_share"]
 
 
-def _windows_fitting(steps: np.ndarray, window: int, limit: int) -> int:
-    """The smallest window ``>= window`` in the ladder (doubling) whose windows over the
-    sorted ``steps`` number at most ``limit``."""
-    while steps.size > limit and _window_count(steps, window) > limit:
-        window *= 2
-    return window
-
-
-def _window_count(steps: np.ndarray, window: int) -> int:
-    """How many ``window``-step windows (``step // window``) the sorted ``steps`` touch."""
+def _window_starts(steps: np.ndarray, window: int) -> np.ndarray:
+    """Whether each of the sorted ``steps`` is the first of its ``window``-step window."""
     windows = steps // window
-    return 1 + int(np.count_nonzero(windows[1:] != windows[:-1])) if steps.size else 0
+    starts = np.empty(steps.size, dtype=bool)
+    starts[:1] = True
+    np.not_equal(windows[1:], windows[:-1], out=starts[1:])
+    return starts
 
 
-def _worst_rows(steps: np.ndarray, stats: np.ndarray, window: int) -> np.ndarray:
-    """Positions of the row kept in each ``window``-step window of the sorted ``steps``.
+def _kept_rows(steps: np.ndarray, stats: np.ndarray, window: int) -> np.ndarray:
+    """Positions of the rows kept of each ``window``-step window of the sorted ``steps``: its
+    first row and its worst row (one row when they are the same).
 
-    The worst row: the earliest with a non-finite value (so the NaN onset step stays exact),
-    else the largest L2 norm (so a one-step spike survives), ties to the earliest step. One
-    order over rows, so the worst of a window is the worst of its sub-windows' worst rows:
-    thinning in stages, or parts thinned apart then merged, keep the same rows.
+    The first rows are the same steps in every series logged together, so series can still be
+    compared step by step (the global norm, gradient to weight ratios). The worst row: the
+    earliest with a non-finite value (so the NaN onset step stays exact), else the largest L2
+    norm (so a one-step spike survives), ties to the earliest. Both are picked by one order
+    over rows, so a window's picks are its sub-windows' picks' picks: thinning in stages, or
+    parts thinned apart then merged, keep the same rows.
     """
+    starts = _window_starts(steps, window)
     if not steps.size:
         return np.empty(0, dtype=np.int64)
-    windows = steps // window
-    new_window = np.empty(steps.size, dtype=bool)
-    new_window[0] = True
-    np.not_equal(windows[1:], windows[:-1], out=new_window[1:])
-    starts = np.flatnonzero(new_window)
     norms = stats[:, _L2]
     bad = ~(stats[:, _NONFINITE] == 0) | ~np.isfinite(norms)
     badness = np.where(bad, np.inf, norms)  # no NaN left: a non-finite norm is bad
-    group = np.cumsum(new_window) - 1  # each row's window, 0..len(starts)-1
-    worst = np.flatnonzero(badness == np.maximum.reduceat(badness, starts)[group])
-    first_of_group = np.empty(worst.size, dtype=bool)
-    first_of_group[0] = True
-    np.not_equal(group[worst[1:]], group[worst[:-1]], out=first_of_group[1:])
-    return worst[first_of_group]  # the earliest worst row of each window
+    group = np.cumsum(starts) - 1  # each row's window, 0..windows-1
+    worst = np.flatnonzero(badness == np.maximum.reduceat(badness, np.flatnonzero(starts))[group])
+    first_worst = np.empty(worst.size, dtype=bool)
+    first_worst[0] = True
+    np.not_equal(group[worst[1:]], group[worst[:-1]], out=first_worst[1:])
+    starts[worst[first_worst]] = True  # the earliest worst row of each window joins its first
+    return np.flatnonzero(starts)
 
 
 def _thinned(block: _HistogramBlock, window: int, limit: int) -> tuple[_HistogramBlock, int]:
-    """``block`` (steps rising) with at most ``limit`` rows: the worst row of each window, the
-    window doubled from ``window`` until the rows fit. Kept as is when ``window`` is 1 and the
-    rows fit already."""
+    """``block`` (steps rising) with at most ``limit`` rows: the first and the worst row of
+    each window (:func:`_kept_rows`), the window doubled from ``window`` until they fit. Kept
+    as is when ``window`` is 1 and the rows fit already.
+
+    The window is the smallest of the ladder that fits: rows at a given window only grow as a
+    stream goes on, so a window too small earlier stays too small, and thinning in stages or
+    merging parts ends at the same window as thinning once."""
     steps = block[0]
-    window = _windows_fitting(steps, window, limit)
-    if window == 1:
+    if window == 1 and steps.size <= limit:
         return block, window
-    kept = _worst_rows(steps, block[2], window)
+    while True:
+        if window > 1 and int(np.count_nonzero(_window_starts(steps, window))) <= limit:
+            kept = _kept_rows(steps, block[2], window)  # windows <= rows <= 2 * windows
+            if kept.size <= limit:
+                break
+        window *= 2
     steps, walls, stats, fingerprints = block
     return (steps[kept], walls[kept], stats[kept], fingerprints[kept]), window
 
@@ -374,8 +377,9 @@ def _thinning_notices(
     window = f"{windows[0]}" if len(windows) == 1 else f"{windows[0]} to {windows[-1]}"
     message = (
         f"{len(thinned)} histogram series thinned to bound memory: up to {read:,} steps read"
-        f" per series, at most {kept:,} kept, the worst step of each {window}-step window"
-        " (its first NaN/Inf step, else its largest L2 norm); scalars are complete"
+        f" per series, at most {kept:,} kept: the first and the worst step of each window of"
+        f" {window} steps (worst: its first NaN/Inf step, else its largest L2 norm); scalars are"
+        " complete"
     )
     notice = Notice(run, files[0] if files else "", "thinned", None, None, message)
     return (*others, notice)

@@ -1,4 +1,4 @@
-"""Bounded histogram series: the worst row of each W-step window past ``series.MAX_ROWS``.
+"""Bounded histogram series: the first and the worst row of each W-step window past MAX_ROWS.
 
 ``MAX_ROWS`` is made small here (monkeypatched) so that runs of a few hundred steps thin.
 """
@@ -63,22 +63,29 @@ def rows_at(series_: HistogramSeries, steps: list[int]) -> np.ndarray:
     return series_.stats[np.searchsorted(series_.steps, steps)]
 
 
-def worst_steps(full: HistogramSeries, window: int) -> list[int]:
-    """The rule spelled out one window at a time: the first step with a non-finite value, else
-    the first step with the largest L2 norm."""
-    chosen = []
+def kept_steps(full: HistogramSeries, window: int) -> list[int]:
+    """The rule spelled out one window at a time: its first step, and its worst step (the
+    first with a non-finite value, else the first with the largest L2 norm)."""
+    chosen: list[int] = []
     for start in range(0, int(full.steps[-1]) + 1, window):
         inside = (full.steps >= start) & (full.steps < start + window)
         steps = full.steps[inside].tolist()
         norms = full.column("l2_norm")[inside].tolist()
         shares = full.column("nonfinite_share")[inside].tolist()
-        bad = [
-            s
-            for s, n, f in zip(steps, norms, shares, strict=True)
-            if f != 0 or not math.isfinite(n)
-        ]
-        chosen.append(bad[0] if bad else steps[norms.index(max(norms))])
+        rows = zip(steps, norms, shares, strict=True)
+        bad = [step for step, norm, share in rows if share != 0 or not math.isfinite(norm)]
+        if steps:
+            worst = bad[0] if bad else steps[norms.index(max(norms))]
+            chosen += sorted({steps[0], worst})
     return chosen
+
+
+def smallest_window(full: HistogramSeries, limit: int) -> int:
+    """The smallest power of two whose kept steps fit ``limit`` (brute force)."""
+    window = 1
+    while len(kept_steps(full, window)) > limit:
+        window *= 2
+    return window
 
 
 def thinned_notices(data: RunData) -> list[str]:
@@ -87,23 +94,22 @@ def thinned_notices(data: RunData) -> list[str]:
 
 @pytest.mark.usefixtures("max_rows_8")
 def test_thinning_keeps_the_first_nan_row_and_a_one_step_spike() -> None:
-    records = stream(range(100), spike=37, nan_from=61)
+    records = stream(range(100), spike=37, nan_from=70)
     data = reduce_records(records)
     kept = data.histograms[("g", 0)]
-    # 100 steps: 13 windows of 8 steps (> 8 rows), 7 of 16
-    assert kept.window == 16 and len(kept) == 7 and kept.histograms_read == 100
-    assert 37 in kept.steps.tolist() and 61 in kept.steps.tolist()
-    windows = (kept.steps // 16).tolist()
-    assert windows == list(range(7))
-    # a kept row is one histogram's row, all columns (no averaging)
+    # 100 steps: 7 windows of 16 (up to 14 rows: > 8), 4 of 32: their first steps and 37, 70
+    assert kept.window == 32 and kept.histograms_read == 100
     full = unthinned(records)
+    assert kept.steps.tolist() == kept_steps(full, 32) and smallest_window(full, 8) == 32
+    assert {0, 32, 64, 96, 37, 70} <= set(kept.steps.tolist()) and len(kept) <= 8
+    # a kept row is one histogram's row, all columns (no averaging)
     np.testing.assert_array_equal(kept.stats, rows_at(full, kept.steps.tolist()))
-    assert kept.steps.tolist() == worst_steps(full, 16)
-    assert kept.column("nonfinite_share")[3] != 0
+    first_bad = kept.steps[~(kept.column("nonfinite_share") == 0)].tolist()[0]
+    assert first_bad == 70
     assert len(data.scalars["loss"]) == 100  # scalars stay complete
     (message,) = thinned_notices(data)
-    assert "100 steps read" in message and "at most 7 kept" in message
-    assert "16-step window" in message
+    assert "100 steps read" in message and f"at most {len(kept)} kept" in message
+    assert "each window of 32 steps" in message
 
 
 def test_series_under_max_rows_are_not_thinned() -> None:
@@ -117,7 +123,7 @@ def test_series_under_max_rows_are_not_thinned() -> None:
 def test_ties_go_to_the_earliest_step() -> None:
     same = tf2_buckets(np.linspace(-1, 1, 50))
     data = reduce_records([histogram("g", step, same) for step in range(40)])
-    assert data.histograms[("g", 0)].steps.tolist() == [0, 8, 16, 24, 32]
+    assert data.histograms[("g", 0)].steps.tolist() == [0, 8, 16, 24, 32]  # first = worst
 
 
 @settings(max_examples=25, deadline=None)
@@ -140,8 +146,9 @@ def test_cut_streams_merged_equal_the_whole_stream(
         merged = merge(parts)
     assert_same_series(merged, whole)
     kept = whole.histograms[("g", 0)]
-    assert kept.window == 64 and len(kept) == 5  # 300 steps: 10 windows of 32, 5 of 64
-    assert kept.steps.tolist() == worst_steps(unthinned(records), 64)
+    full = unthinned(records)
+    assert kept.window == smallest_window(full, 8) and len(kept) <= 8
+    assert kept.steps.tolist() == kept_steps(full, kept.window)
     assert nan_from in kept.steps.tolist()  # the NaN onset step is exact
     assert thinned_notices(merged) == thinned_notices(whole) and len(thinned_notices(whole)) == 1
 
@@ -222,7 +229,7 @@ def test_real_event_file_end_to_end_notice_and_exact_nan_onset(
     assert (layer.name, layer.verdict, layer.first_bad_step) == ("fc.weight", "nan", 203)
     (warning,) = [w for w in result.warnings if "thinned" in w]
     assert warning.startswith("events.out.tfevents.1700000000.host.1.0: 2 histogram series")
-    assert "300 steps read" in warning and "32-step window" in warning
+    assert "300 steps read" in warning and "each window of 32 to 64 steps" in warning
     assert result.steps == (0, 299)
 
 
@@ -247,5 +254,8 @@ def test_both_engines_and_byte_ranges_thin_alike(
     for data in (whole.data, joined.data):
         assert_same_series(data, reference)
     gradient = reference.histograms[("gradients/fc.weight", 0)]
-    assert gradient.window == 32 and 203 in gradient.steps.tolist()
+    weight = reference.histograms[("weights/fc.weight", 0)]
+    assert (gradient.window, weight.window) == (32, 64) and 203 in gradient.steps.tolist()
+    # windows are nested: the first steps of the coarser one's are in both series
+    assert set(range(0, 300, 64)) <= set(weight.steps.tolist()) & set(gradient.steps.tolist())
     assert gradient.histograms_read == 300
