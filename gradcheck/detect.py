@@ -328,7 +328,7 @@ def _numbers(parameter: Parameter, context: RunContext) -> dict[str, float | int
             else None,
             grad_norm_exact=int(gradient.exact),
             grad_norm_error_bound=gradient.error_bound,
-            grad_steps=int(gradient.steps.size),
+            grad_steps=gradient.steps_logged,
         )
         _, ratio = grad_to_weight(parameter)
         if np.isfinite(ratio).any():
@@ -338,7 +338,7 @@ def _numbers(parameter: Parameter, context: RunContext) -> dict[str, float | int
         numbers.update(
             weight_norm_first=float(norm[0]) if norm.size else None,
             weight_norm_last=float(norm[-1]) if norm.size else None,
-            weight_steps=int(weight.steps.size),
+            weight_steps=weight.steps_logged,
         )
         move = context.movements.get(parameter.name)
         if move is not None:

@@ -606,8 +606,21 @@ def _to_float32(stats: np.ndarray) -> np.ndarray:
 
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
-_WEIGHTS = np.random.default_rng(20240917).integers(0, 2**63, size=(4, 8192), dtype=np.uint64)
-_WEIGHTS |= np.uint64(1)  # odd: a change in one element always changes the sum
+
+
+def _odd_weights(seed: int, width: int) -> np.ndarray:
+    """``[4, width]`` odd pseudo-random uint64 (SplitMix64 of ``seed`` and the position): odd,
+    so that a change in one element always changes the sum. Not ``np.random``, whose import
+    (hashlib, secrets, bz2, lzma, ...) costs ~10 ms of start-up."""
+    with np.errstate(over="ignore"):
+        z = np.arange(1, 4 * width + 1, dtype=np.uint64) * _MIX + np.uint64(seed)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return (z | np.uint64(1)).reshape(4, width)
+
+
+_WEIGHTS = _odd_weights(20240917, 8192)
 
 
 def _fingerprints(
@@ -619,7 +632,7 @@ def _fingerprints(
 ) -> np.ndarray:
     """64-bit fingerprints of histograms (zero-padded): equal for bit-identical histograms."""
     width = left.shape[1]
-    weights = _WEIGHTS if width <= _WEIGHTS.shape[1] else _more_weights(width)
+    weights = _WEIGHTS if width <= _WEIGHTS.shape[1] else _odd_weights(width, width)
     total = np.zeros(left.shape[0], dtype=np.uint64)
     with np.errstate(over="ignore"):
         for row, values in enumerate((left, right, counts)):
@@ -634,11 +647,6 @@ def _mixed(values: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         mixed = bits * _MIX
     return mixed ^ (mixed >> np.uint64(29))
-
-
-def _more_weights(width: int) -> np.ndarray:
-    weights = np.random.default_rng(width).integers(0, 2**63, size=(4, width), dtype=np.uint64)
-    return weights | np.uint64(1)
 
 
 # --------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ class GradientSignal:
     exact: bool  # norms from sum_squares or an exact-norm scalar
     error_bound: float  # largest relative error bound of the norm estimates (0 when exact)
     count: float  # elements (NaN when unknown)
+    steps_logged: int  # steps read over the whole run (more than ``steps`` once thinned)
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,6 +52,7 @@ class WeightSignal:
     fingerprints: np.ndarray  # uint64; empty when the weights come from scalars only
     bad_steps: np.ndarray
     count: float
+    steps_logged: int  # steps read over the whole run (more than ``steps`` once thinned)
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,6 +107,7 @@ def _gradient_signal(data: RunData, tags: ParameterTags) -> GradientSignal | Non
     if scalar is not None:
         steps, norm = scalar.steps, scalar.values.copy()
         exact, bound, tag = True, 0.0, scalar.tag
+        logged = int(steps.size)
         bad.append(steps[~np.isfinite(norm)])
         zero_share = _zero_share_at(histogram, steps)
     else:
@@ -114,10 +117,16 @@ def _gradient_signal(data: RunData, tags: ParameterTags) -> GradientSignal | Non
         exact = bool(np.nanmax(bounds, initial=0.0) == 0.0)
         bound, tag = float(np.nanmax(bounds, initial=0.0)), histogram.tag
         zero_share = histogram.column("zero_share")
+        logged = _steps_logged(histogram)
     bad_steps = _unique_steps(bad)
     norm[np.isin(steps, bad_steps) | ~np.isfinite(norm)] = np.nan
     rms = _sparse_rms(norm, count, zero_share)
-    return GradientSignal(tag, steps, norm, rms, bad_steps, exact, bound, count)
+    return GradientSignal(tag, steps, norm, rms, bad_steps, exact, bound, count, logged)
+
+
+def _steps_logged(histogram: HistogramSeries) -> int:
+    """The steps a series was read at: its rows, or the histograms read once thinned."""
+    return len(histogram) if histogram.window == 1 else histogram.histograms_read
 
 
 def _unique_steps(arrays: list[np.ndarray]) -> np.ndarray:
@@ -177,6 +186,7 @@ def _weight_signal(data: RunData, tags: ParameterTags) -> WeightSignal | None:
             fingerprints=histogram.fingerprints,
             bad_steps=bad_steps,
             count=count,
+            steps_logged=_steps_logged(histogram),
         )
     if scalar is None:
         return None
@@ -193,6 +203,7 @@ def _weight_signal(data: RunData, tags: ParameterTags) -> WeightSignal | None:
         fingerprints=np.empty(0, dtype=np.uint64),
         bad_steps=_unique_steps(bad),
         count=float("nan"),
+        steps_logged=int(scalar.steps.size),
     )
 
 

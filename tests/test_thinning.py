@@ -231,6 +231,8 @@ def test_real_event_file_end_to_end_notice_and_exact_nan_onset(
     assert warning.startswith("events.out.tfevents.1700000000.host.1.0: 2 histogram series")
     assert "300 steps read" in warning and "each window of 32 to 64 steps" in warning
     assert result.steps == (0, 299)
+    # The numbers count the steps read, not the rows kept.
+    assert (layer.stats["grad_steps"], layer.stats["weight_steps"]) == (300, 300)
 
 
 def test_both_engines_and_byte_ranges_thin_alike(
