@@ -18,7 +18,7 @@ from gradcheck.config import Config
 from gradcheck.model import ClipInfo
 from gradcheck.series import RunData, ScalarSeries
 from gradcheck.signals import Parameter, common_steps
-from gradcheck.stats import median
+from gradcheck.stats import median, percentile
 from gradcheck.tags import scalar_role
 
 TREND_POINTS = 24
@@ -112,7 +112,7 @@ def clip_info(
         source=source,
         steps=(int(main.steps[0]), int(main.steps[-1])),
         median=median(finite),
-        p99=float(np.percentile(finite, 99)),
+        p99=percentile(finite, 99),
         maximum=float(main.values.max()) if np.isfinite(main.values).all() else float("nan"),
         clipped=bool(pinned),
         ceiling=pinned[0][1] if pinned else None,
@@ -125,15 +125,15 @@ def clip_info(
 def _suggestion(
     healthy: np.ndarray, config: Config, healthy_before: int | None
 ) -> tuple[float | None, str]:
-    percentile = config.clip_suggest_percentile
+    level = config.clip_suggest_percentile
     window = "all steps" if healthy_before is None else f"the steps before {healthy_before}"
     if healthy.size < 3:
         return None, f"too few healthy steps ({window}) to suggest a clip norm"
-    value = float(np.percentile(healthy, percentile))
+    value = percentile(healthy, level)
     rounded = float(f"{value:.2g}")
     rule = (
-        f"{percentile:g}th percentile of the global norm over {healthy.size} healthy steps "
-        f"({window}), 2 significant digits: only the largest {100 - percentile:g}% of healthy "
+        f"{level:g}th percentile of the global norm over {healthy.size} healthy steps "
+        f"({window}), 2 significant digits: only the largest {100 - level:g}% of healthy "
         "steps would be clipped"
     )
     return rounded, rule

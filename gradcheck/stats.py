@@ -26,6 +26,7 @@ How each number is obtained:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -385,3 +386,25 @@ def nanmedian(values: np.ndarray) -> float:
     """``float(np.nanmedian(values))`` (NaN when every value is NaN, without its warning),
     without ``np.nanmedian``'s overhead and its import of ``numpy.ma`` (~8 ms of start-up)."""
     return median(values[~np.isnan(values)])
+
+
+def percentile(values: np.ndarray, q: float) -> float:
+    """``float(np.percentile(values, q))`` (linear interpolation), bit for bit, for finite
+    values: numpy's own arithmetic (its ``_lerp``) without its dispatch, and without the
+    ``np.unique`` inside that imports ``numpy.ma`` (~15 ms of start-up)."""
+    ordered = np.sort(np.asarray(values, dtype=np.float64), axis=None)
+    size = ordered.size
+    if size == 0:
+        raise IndexError("percentile of no values")
+    virtual = (size - 1) * (q / 100)
+    if virtual >= size - 1:
+        return float(ordered[-1])
+    if virtual < 0:
+        return float(ordered[0])
+    below = math.floor(virtual)
+    low, high = float(ordered[below]), float(ordered[below + 1])
+    gamma = virtual - below
+    difference = high - low
+    if gamma >= 0.5:
+        return high - difference * (1 - gamma)
+    return low + difference * gamma

@@ -13,7 +13,7 @@ from hypothesis.extra.numpy import arrays
 
 from gradcheck.clipping import downsample
 from gradcheck.signals import common_steps
-from gradcheck.stats import median, nanmedian
+from gradcheck.stats import median, nanmedian, percentile
 
 FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64)
 VALUES = arrays(np.float64, st.integers(0, 60), elements=FLOATS)
@@ -46,6 +46,20 @@ def test_median_of_integers_and_float32() -> None:
     assert median(np.array([3, 1, 2, 10])) == float(np.median([3, 1, 2, 10])) == 2.5
     halves = np.array([0.1, 0.7, 0.3, 0.9], dtype=np.float32)
     assert median(halves) == float(np.median(halves))
+
+
+FINITE = st.floats(
+    allow_nan=False, allow_infinity=False, width=64, min_value=-1e300, max_value=1e300
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    arrays(np.float64, st.integers(1, 60), elements=FINITE),
+    st.one_of(st.sampled_from([0, 1, 50, 90, 95, 99, 99.9, 100]), st.floats(0, 100)),
+)
+def test_percentile_is_np_percentile(values: np.ndarray, q: float) -> None:
+    assert percentile(values, q) == float(np.percentile(values, q))
 
 
 def _reference_downsample(values: np.ndarray, points: int) -> tuple[float, ...]:
