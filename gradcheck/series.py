@@ -666,15 +666,15 @@ def merge(parts: Sequence[RunData], consume: bool = False) -> RunData:
         return reduce_records(())
     if len(parts) == 1:
         return _with_thinning_notice(parts[0])
-    histograms: dict[SeriesKey, HistogramSeries] = {}
+    pieces: dict[SeriesKey, list[HistogramSeries]] = {}
     scalars: dict[str, ScalarSeries] = {}
     for part in parts:
         for key, series in _items(part.histograms, consume):
-            kept = histograms.get(key)
-            histograms[key] = series if kept is None else _joined_histograms(kept, series)
+            pieces.setdefault(key, []).append(series)
         for tag, scalar in _items(part.scalars, consume):
             kept_scalar = scalars.get(tag)
             scalars[tag] = scalar if kept_scalar is None else _joined_scalars(kept_scalar, scalar)
+    histograms = _built(pieces, _joined_histograms)
     files = tuple(dict.fromkeys(file for part in parts for file in part.files))
     run = next((part.run for part in parts if part.run), "")
     notices = (notice for part in parts for notice in part.notices)
@@ -712,30 +712,48 @@ def _kept_before(kept_steps: np.ndarray, newer_steps: np.ndarray) -> int:
     return int(np.searchsorted(kept_steps, newer_steps[0], side="left"))
 
 
-def _joined_histograms(kept: HistogramSeries, newer: HistogramSeries) -> HistogramSeries:
-    """``newer`` after ``kept`` (purged from newer's first step), thinned at the larger window
-    of the two, doubled while over :data:`MAX_ROWS`: as if one stream had been reduced."""
-    n = _kept_before(kept.steps, newer.steps)
-    joined = (
-        np.concatenate([kept.steps[:n], newer.steps]),
-        np.concatenate([kept.wall_times[:n], newer.wall_times]),
-        np.concatenate([kept.stats[:n], newer.stats]),
-        np.concatenate([kept.fingerprints[:n], newer.fingerprints]),
-    )
+def _joined_histograms(pieces: Sequence[HistogramSeries]) -> HistogramSeries:
+    """One series from its pieces in file order, each purging the rows of the ones before it
+    from its first step on, then thinned once at the largest window of the pieces, doubled
+    while over :data:`MAX_ROWS`: as if one stream had been reduced (thinning once or in stages
+    keeps the same rows: see :func:`_thinned`)."""
+    first = pieces[0]
+    if len(pieces) == 1:
+        return first
+    ends = [0] * len(pieces)  # rows of each piece that survive the pieces after it
+    later_first: int | None = None
+    for at in range(len(pieces) - 1, -1, -1):
+        steps = pieces[at].steps
+        ends[at] = steps.size if later_first is None else _rows_before(steps, later_first)
+        if steps.size:
+            later_first = int(steps[0]) if later_first is None else min(later_first, int(steps[0]))
+    columns = [
+        np.concatenate(
+            [getattr(piece, name)[:end] for piece, end in zip(pieces, ends, strict=True)]
+        )
+        for name in ("steps", "wall_times", "stats", "fingerprints")
+    ]
     (steps, walls, stats, fingerprints), window = _thinned(
-        joined, max(kept.window, newer.window), MAX_ROWS
+        (columns[0], columns[1], columns[2], columns[3]),
+        max(piece.window for piece in pieces),
+        MAX_ROWS,
     )
     return HistogramSeries(
-        tag=kept.tag,
-        index=kept.index,
-        encoding=kept.encoding,
+        tag=first.tag,
+        index=first.index,
+        encoding=first.encoding,
         steps=steps,
         wall_times=walls,
         stats=stats,
         fingerprints=fingerprints,
         window=window,
-        rows_read=kept.histograms_read + newer.histograms_read,
+        rows_read=sum(piece.histograms_read for piece in pieces),
     )
+
+
+def _rows_before(steps: np.ndarray, step: int) -> int:
+    """How many of the rising ``steps`` come before ``step`` (the rest are purged by it)."""
+    return int(np.searchsorted(steps, step, side="left"))
 
 
 def _joined_scalars(kept: ScalarSeries, newer: ScalarSeries) -> ScalarSeries:

@@ -404,3 +404,22 @@ def test_every_corpus_file_gives_a_report_not_a_traceback(command: str) -> None:
     if command == "analyze":
         timegan = [run for run in runs if "TimeGAN" in run["run"]]
         assert any(layer["verdict"] == "nan" for run in timegan for layer in run["layers"])
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+@pytest.mark.parametrize(("given", "threads"), [(None, 1), ("2", 2)])
+def test_the_command_keeps_numpys_blas_to_one_thread_unless_told(
+    given: str | None, threads: int
+) -> None:
+    """OpenBLAS starts a thread per CPU at numpy's import, which spin ~0.1 s of CPU at
+    start-up for matrix products gradcheck never makes; the user's own setting stands."""
+    if threads > (os.cpu_count() or 1):
+        pytest.skip("OpenBLAS starts at most one thread per CPU")
+    env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    code = "import os, gradcheck.cli, numpy; print(len(os.listdir('/proc/self/task')))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert int(done.stdout) == threads
