@@ -1674,6 +1674,35 @@ static void bucket_moments(const Buckets *b, Py_ssize_t n, Py_ssize_t w, double 
     out[3] = s_high == 0 ? 0.0 : np_max(relative, 0.0);
 }
 
+/* stats._moments_into and the summary columns: mean, std, L2 norm and its error bound (exact
+ * from a HistogramProto's num, sum and sum_squares, else from the first ``n`` of ``w``
+ * buckets), min, max, count and the non-finite share. Both reduce paths end here. */
+static void moments_into(const Buckets *b, Py_ssize_t n, Py_ssize_t w, double total,
+                         const double *f, int is_histo, double vmin, double vmax,
+                         double nonfinite, double *out)
+{
+    int exact = is_histo && isfinite(f[2]) && isfinite(f[3]) && isfinite(f[4]) && f[2] > 0;
+    double mean, variance, l2, bound = 0.0;
+    if (exact) {
+        mean = f[3] / f[2];
+        variance = f[4] / f[2] - mean * mean;
+        l2 = sqrt(np_max(f[4], 0.0));
+    } else {
+        double m[4];
+        bucket_moments(b, n, w, total, m);
+        mean = m[0], variance = m[1], l2 = m[2], bound = m[3];
+    }
+    out[S_MEAN] = mean;
+    out[S_STD] = np_min(sqrt(np_max(variance, 0.0)), (vmax - vmin) / 2);
+    out[S_L2] = l2;
+    out[S_BOUND] = bound;
+    out[S_MIN] = vmin;
+    out[S_MAX] = vmax;
+    out[S_COUNT] = (is_histo && isfinite(f[2])) ? f[2] : total;
+    out[S_NONFINITE] = nonfinite;
+}
+
+
 /* stats._percentiles for one row, into out[0..6] */
 static void percentiles(const Buckets *b, Py_ssize_t w, double total, double vmin, double vmax,
                         double *out)
@@ -1743,26 +1772,7 @@ static void row_stats(Buckets *b, Py_ssize_t w, const double *f, int is_histo, d
         if (!use_max)
             vmax = NAN;
     }
-    /* _moments_into */
-    int exact = is_histo && isfinite(f[2]) && isfinite(f[3]) && isfinite(f[4]) && f[2] > 0;
-    double mean, variance, l2, bound = 0.0;
-    if (exact) {
-        mean = f[3] / f[2];
-        variance = f[4] / f[2] - mean * mean;
-        l2 = sqrt(np_max(f[4], 0.0));
-    } else {
-        double m[4];
-        bucket_moments(b, w, w, total, m);
-        mean = m[0], variance = m[1], l2 = m[2], bound = m[3];
-    }
-    out[S_MEAN] = mean;
-    out[S_STD] = np_min(sqrt(np_max(variance, 0.0)), (vmax - vmin) / 2);
-    out[S_L2] = l2;
-    out[S_BOUND] = bound;
-    out[S_MIN] = vmin;
-    out[S_MAX] = vmax;
-    out[S_COUNT] = (is_histo && isfinite(f[2])) ? f[2] : total;
-    out[S_NONFINITE] = nonfinite;
+    moments_into(b, w, w, total, f, is_histo, vmin, vmax, nonfinite, out);
     for (Py_ssize_t j = 0; j < w; j++) {
         double lo = b->lo[j], hi = b->hi[j];
         int zero_bucket = (lo <= 0 && hi > 0) || (lo == 0 && hi == 0);
@@ -2097,26 +2107,7 @@ static void row_stats_fast(Buckets *b, const RowScan *scan, Py_ssize_t w, const 
     Range r = row_range(b, scan, f, is_histo);
     Fused fused;
     fused_pass(b, scan, w, r, total, &fused);
-    /* _moments_into */
-    int exact = is_histo && isfinite(f[2]) && isfinite(f[3]) && isfinite(f[4]) && f[2] > 0;
-    double mean, variance, l2, bound = 0.0;
-    if (exact) {
-        mean = f[3] / f[2];
-        variance = f[4] / f[2] - mean * mean;
-        l2 = sqrt(np_max(f[4], 0.0));
-    } else {
-        double m[4];
-        bucket_moments(b, scan->n, w, total, m);
-        mean = m[0], variance = m[1], l2 = m[2], bound = m[3];
-    }
-    out[S_MEAN] = mean;
-    out[S_STD] = np_min(sqrt(np_max(variance, 0.0)), (r.vmax - r.vmin) / 2);
-    out[S_L2] = l2;
-    out[S_BOUND] = bound;
-    out[S_MIN] = r.vmin;
-    out[S_MAX] = r.vmax;
-    out[S_COUNT] = (is_histo && isfinite(f[2])) ? f[2] : total;
-    out[S_NONFINITE] = nonfinite;
+    moments_into(b, scan->n, w, total, f, is_histo, r.vmin, r.vmax, nonfinite, out);
     out[S_ZERO] = total == 0 ? NAN : fused.zero_sum / total;
     fast_percentiles(b, scan, &fused, r, total, out + S_P01);
     if (!is_histo && !scan->left_finite) { /* TF2 edges of a NaN/Inf tensor: nothing usable */
