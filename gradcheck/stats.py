@@ -379,7 +379,10 @@ def median(values: np.ndarray | Sequence[float]) -> float:
     middle = size // 2
     if size % 2:
         return float(ordered[middle])
-    return float((ordered[middle - 1] + ordered[middle]) / 2)
+    if ordered.dtype == np.float64:  # the same IEEE sum, but an overflow to inf is silent
+        return (float(ordered[middle - 1]) + float(ordered[middle])) / 2
+    with np.errstate(over="ignore"):
+        return float((ordered[middle - 1] + ordered[middle]) / 2)
 
 
 def nanmedian(values: np.ndarray) -> float:
