@@ -71,7 +71,7 @@ READERS: dict[str, Reader] = {
         _script_reader("accumulator-notf", True, "EventAccumulator without TensorFlow"),
     )
 }
-DEFAULT_READERS = "gradcheck,bare,tbparse,accumulator"
+DEFAULT_READERS = "gradcheck,gradcheck-1job,bare,tbparse,accumulator"
 MULTI_READERS = ("gradcheck-1job", "gradcheck", "bare")
 
 

@@ -2,27 +2,34 @@
 
     python bench/stages.py bench/data/tensor-160MB [--repeats 3] [--profile FILE]
 
-Times, on the run's files in the page cache: the bare parse loop (reference), framing alone
-(``framing.iter_frames``), framing + decoding (``reader.read_file``), + the streaming reduction
-(``series.reduce_records``), the whole analysis (``pipeline.analyze``: + merge and verdicts), and
-the JSON report. Each line is the best of ``--repeats`` and includes the stages above it; the
-differences are what each stage costs. ``--profile`` writes a cProfile of ``pipeline.analyze``.
+Times, on the run's files in the page cache, each line the best of ``--repeats``: the bare
+parse loop (the reference the ratios are to); the pure-Python reference engine's records
+(``reader.read_file``: framing, CRCs, decoding), for scale; then the C engine in this process,
+cumulatively: reading alone (framing, CRCs, fields; the per-histogram statistics skipped),
++ statistics and series (``fastpath.reduce_file_range``), + merge and verdicts
+(``pipeline.analyze`` with ``jobs=1``); then the same analysis with the default jobs (two
+processes on a big file or several), and + the JSON report. ``--profile`` writes a cProfile
+of ``pipeline.analyze``.
 Uses gradcheck's internals on purpose: it is a tool for whoever works on the hot path.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+
+import numpy as np
 
 if __package__ in (None, ""):  # run as a script: python bench/stages.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import readers  # noqa: E402
+from gradcheck.stats import STAT_NAMES  # noqa: E402
 
 
 def _best(function: Callable[[], object], repeats: int) -> float:
@@ -40,36 +47,58 @@ def _drain(items: object) -> None:
 
 
 def stage_functions(directory: str) -> list[tuple[str, Callable[[], object]]]:
-    """The cumulative stages, as zero-argument callables."""
-    from gradcheck.framing import iter_frames
+    """The stages, as zero-argument callables: the reference, then the C engine's cumulative
+    stages in one process, then the default (two processes) and the report."""
+    from gradcheck import fastpath
     from gradcheck.pipeline import analyze
     from gradcheck.reader import read_file
     from gradcheck.report import formatter_for
-    from gradcheck.series import reduce_records
-    from gradcheck.storage import open_binary
+    from gradcheck.steps import StepWindow
 
     files = readers.event_files(directory)
-
-    def frames() -> None:
-        for file in files:
-            with open_binary(file) as stream:
-                _drain(iter_frames(stream))
 
     def records() -> None:
         for file in files:
             _drain(read_file(file, directory))
 
+    def scanned() -> None:  # the C scan with statistics skipped (rows left unreduced)
+        with _no_statistics():
+            for file in files:
+                fastpath.reduce_file_range(file, directory, StepWindow())
+
+    def reduced() -> None:
+        for file in files:
+            fastpath.reduce_file_range(file, directory, StepWindow())
+
     def report() -> None:
         formatter_for("json").format(analyze([directory]))
 
     return [
-        ("bare parse loop (reference)", lambda: readers.bare(directory)),
-        ("framing + CRCs", frames),
-        ("+ decoding to records", records),
-        ("+ streaming reduction", lambda: [reduce_records(read_file(f, directory)) for f in files]),
-        ("+ merge and verdicts", lambda: analyze([directory])),
+        ("bare parse loop", lambda: readers.bare(directory)),
+        ("reference engine: records", records),
+        ("C engine: framing, CRC, fields", scanned),
+        ("+ statistics, series", reduced),
+        ("+ merge, verdicts (--jobs 1)", lambda: analyze([directory], jobs=1)),
+        ("the same, default --jobs", lambda: analyze([directory])),
         ("+ JSON report", report),
     ]
+
+
+@contextlib.contextmanager
+def _no_statistics() -> Iterator[None]:
+    """The C engine's reading alone: the per-histogram statistics call does nothing."""
+    from gradcheck import fastpath
+
+    original = fastpath._reduced
+
+    def skipped(c: object, at: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros((at.size, len(STAT_NAMES)), np.float32), np.zeros(at.size, np.uint64)
+
+    fastpath._reduced = skipped  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        fastpath._reduced = original  # type: ignore[assignment]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,15 +108,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", type=Path, help="write a cProfile of the analysis here")
     args = parser.parse_args(argv)
-    stages = stage_functions(args.directory)
-    previous = 0.0
     bare = None
-    for name, function in stages:
+    for name, function in stage_functions(args.directory):
         seconds = _best(function, args.repeats)
         bare = seconds if bare is None else bare
-        added = seconds - previous if previous else seconds
-        print(f"{name:<30} {seconds:8.3f} s  (+{added:7.3f} s)  {seconds / bare:6.2f}x bare")
-        previous = seconds if name != stages[0][0] else 0.0
+        print(f"{name:<32} {seconds:8.3f} s  {seconds / bare:6.2f}x bare")
     if args.profile:
         from gradcheck.pipeline import analyze
 
