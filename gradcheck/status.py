@@ -8,5 +8,5 @@ from enum import IntEnum
 class ExitStatus(IntEnum):
     OK = 0  # no finding in --fail-on
     FINDINGS = 1  # at least one finding in --fail-on
-    INPUT_ERROR = 2  # usage or input error: bad option, missing path, nothing readable
+    INPUT_ERROR = 2  # usage, input or output error: bad option, missing path, nothing readable
     INTERNAL_ERROR = 3  # a bug in gradcheck

@@ -30,6 +30,8 @@ from tests.fresh_interpreter import frameworks_imported_by
 from tests.handmade import clean_report, sample_report
 from tests.synthetic_runs import BLOW_UP, NAN_FROM, PARAMETERS, STEPS, write_run
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -423,3 +425,41 @@ def test_the_command_keeps_numpys_blas_to_one_thread_unless_told(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert int(done.stdout) == threads
+
+
+def _gradcheck_process(*args: str, stdout: int | object = subprocess.PIPE) -> subprocess.Popen:  # type: ignore[type-arg]
+    """``python -m gradcheck ARGS`` as a user runs it (the entry point that ends the process
+    with ``os._exit`` once its streams are flushed)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "gradcheck", *args], stdout=stdout, stderr=subprocess.PIPE, env=env
+    )
+
+
+def test_the_whole_report_reaches_a_pipe_and_the_status_is_kept() -> None:
+    process = _gradcheck_process("analyze", str(REPO / "sample_runs"), "--format", "json")
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == ExitStatus.FINDINGS, err
+    report = json.loads(out)
+    assert len(report["runs"]) == 7 and err == b""
+
+
+def test_a_reader_that_goes_away_early_is_no_error() -> None:
+    """``gradcheck analyze ... | head``: a report bigger than the pipe's buffer, read 10 bytes."""
+    args = ("analyze", str(REPO / "sample_runs"), "--format", "json", "--all", "--fail-on", "none")
+    process = _gradcheck_process(*args)
+    assert process.stdout is not None and len(process.stdout.read(10)) == 10
+    process.stdout.close()  # the pipe breaks: the rest of the report cannot be written
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == ExitStatus.OK and err == b""
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_report_that_cannot_be_written_is_one_line_and_status_2() -> None:
+    with open("/dev/full", "wb") as full:
+        process = _gradcheck_process("analyze", str(REPO / "sample_runs"), stdout=full)
+        _, err = process.communicate(timeout=120)
+    assert process.returncode == ExitStatus.INPUT_ERROR
+    assert err.decode().splitlines() == [
+        "gradcheck: error: cannot write the report: No space left on device"
+    ]
