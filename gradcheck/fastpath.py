@@ -54,8 +54,11 @@ try:
 except ImportError:  # pragma: no cover - the extension was not built
     _scan = None
 
-ROWS = 4096  # values per batch
-DATA = 3 << 19  # float64 bucket numbers per batch (12 MB)
+ROWS = 16384
+"""Values per batch at most: each batch costs Python work per series it touches, so fewer,
+larger batches are faster (tensor-160MB in process: 0.31 s at 4096, 0.27 s at 16384); TF2's
+30-bucket histograms fill 16384 rows with 11.8 MB of bucket numbers, within ``DATA``."""
+DATA = 3 << 19  # float64 bucket numbers per batch (12 MB): wide histograms fill it first
 CHUNK = 16 << 20  # bytes read at a time
 
 _STOP_FULL, _STOP_MORE, _STOP_DAMAGE, _STOP_FALLBACK, _STOP_LIMIT = range(5)
