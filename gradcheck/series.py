@@ -246,12 +246,15 @@ class _HistogramBuilder:
             self.joined = len(self.blocks)
 
     def _purge_from(self, step: int) -> None:
-        """Drop the kept rows at steps >= ``step`` (a restart)."""
+        """Drop the kept rows at steps >= ``step`` (a restart). When none is left, the window
+        goes back to 1: the rows that needed it are gone (a run logged again from its start)."""
         kept = _joined_blocks(self.blocks)
         size = int(np.searchsorted(kept[0], step, side="left"))
         self.blocks = [(kept[0][:size], kept[1][:size], kept[2][:size], kept[3][:size])]
         self.joined = 1
         self.size = size
+        if size == 0:
+            self.window = 1
 
     def _thin(self, limit: int) -> None:
         """Keep at most ``limit`` rows, one per window (the window doubled as needed)."""
@@ -714,9 +717,9 @@ def _kept_before(kept_steps: np.ndarray, newer_steps: np.ndarray) -> int:
 
 def _joined_histograms(pieces: Sequence[HistogramSeries]) -> HistogramSeries:
     """One series from its pieces in file order, each purging the rows of the ones before it
-    from its first step on, then thinned once at the largest window of the pieces, doubled
-    while over :data:`MAX_ROWS`: as if one stream had been reduced (thinning once or in stages
-    keeps the same rows: see :func:`_thinned`)."""
+    from its first step on, then thinned once at the largest window of the pieces with rows
+    left, doubled while over :data:`MAX_ROWS`: as if one stream had been reduced (thinning once
+    or in stages keeps the same rows: see :func:`_thinned`)."""
     first = pieces[0]
     if len(pieces) == 1:
         return first
@@ -733,10 +736,10 @@ def _joined_histograms(pieces: Sequence[HistogramSeries]) -> HistogramSeries:
         )
         for name in ("steps", "wall_times", "stats", "fingerprints")
     ]
+    # a piece purged whole by a later one (a run logged again from its start) sets no window
+    surviving = (piece.window for piece, end in zip(pieces, ends, strict=True) if end)
     (steps, walls, stats, fingerprints), window = _thinned(
-        (columns[0], columns[1], columns[2], columns[3]),
-        max(piece.window for piece in pieces),
-        MAX_ROWS,
+        (columns[0], columns[1], columns[2], columns[3]), max(surviving, default=1), MAX_ROWS
     )
     return HistogramSeries(
         tag=first.tag,

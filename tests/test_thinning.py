@@ -261,3 +261,18 @@ def test_both_engines_and_byte_ranges_thin_alike(
     # windows are nested: the first steps of the coarser one's are in both series
     assert set(range(0, 300, 64)) <= set(weight.steps.tolist()) & set(gradient.steps.tolist())
     assert gradient.histograms_read == 300
+
+
+@pytest.mark.usefixtures("max_rows_8")
+def test_a_run_logged_again_from_its_start_is_not_thinned_at_the_older_runs_window() -> None:
+    """A long run, then training started again in the same directory: the older rows are all
+    purged, so the newer run's 6 steps fit and are kept whole, streamed or merged from files."""
+    older, newer = stream(range(100)), stream(range(6), spike=2)
+    assert reduce_records(older).histograms[("g", 0)].window == 32  # the older run alone
+    whole = reduce_records(older + newer)
+    merged = merge([reduce_records(older), reduce_records(newer)])
+    for data in (whole, merged):
+        kept = data.histograms[("g", 0)]
+        assert (kept.window, kept.steps.tolist()) == (1, list(range(6)))
+        np.testing.assert_array_equal(kept.stats, unthinned(newer).stats)
+        assert thinned_notices(data) == []
