@@ -27,11 +27,6 @@ from gradcheck.status import ExitStatus
 if TYPE_CHECKING:
     from gradcheck.model import Report
 
-# numpy is imported later, by the command: its OpenBLAS would start one thread per CPU, which
-# spin ~0.12 s of CPU at start-up (measured on 2 CPUs) for matrix products gradcheck never
-# makes; a choice the user made in the environment stands.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 FORMAT_CHOICES = ("table", "json", "markdown", "csv")
 INSPECT_FORMAT_CHOICES = ("table", "json")
 DEFAULT_TOP = 20
@@ -335,13 +330,27 @@ def main() -> None:
     teardown (freeing every module and array one by one) took 0.02-0.03 s, a tenth of a run on
     a 40 MB log, for nothing a user sees.
     """
+    # numpy is imported later, by the command: its OpenBLAS would start one thread per CPU,
+    # which spin ~0.12 s of CPU at start-up (measured on 2 CPUs) for matrix products gradcheck
+    # never makes; a choice the user made in the environment stands. (Set here, not at import:
+    # a program that imports this module keeps its environment.)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         cli.main(prog_name="gradcheck")
     except SystemExit as done:
-        status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        status = _status_of(done)
     else:  # pragma: no cover - GradcheckGroup.main always exits
         status = ExitStatus.OK
     os._exit(_flushed(status))
+
+
+def _status_of(done: SystemExit) -> int:
+    """The exit status ``sys.exit`` would give; a text message is printed, as Python does."""
+    if done.code is None or isinstance(done.code, int):
+        return done.code or 0
+    with suppress(OSError):
+        print(done.code, file=sys.stderr)
+    return 1
 
 
 def _flushed(status: int) -> int:

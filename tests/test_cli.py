@@ -420,11 +420,26 @@ def test_the_command_keeps_numpys_blas_to_one_thread_unless_told(
     env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
     if given is not None:
         env["OPENBLAS_NUM_THREADS"] = given
-    code = "import os, gradcheck.cli, numpy; print(len(os.listdir('/proc/self/task')))"
+    # The entry point itself runs; at its final os._exit numpy is imported and threads counted.
+    code = (
+        "import os, sys\n"
+        "import gradcheck.cli\n"
+        "assert os.environ.get('OPENBLAS_NUM_THREADS') == "
+        + repr(given)
+        + "  # import: no change\n"
+        "real_exit = os._exit\n"
+        "def counted_exit(status):\n"
+        "    import numpy\n"
+        "    print(len(os.listdir('/proc/self/task')), flush=True)\n"
+        "    real_exit(status)\n"
+        "os._exit = counted_exit\n"
+        "sys.argv = ['gradcheck', '--version']\n"
+        "gradcheck.cli.main()\n"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
-    assert int(done.stdout) == threads
+    assert int(done.stdout.splitlines()[-1]) == threads
 
 
 def _gradcheck_process(*args: str, stdout: int | object = subprocess.PIPE) -> subprocess.Popen:  # type: ignore[type-arg]
