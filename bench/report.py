@@ -74,7 +74,16 @@ def _summarise_reader(name: str, runs: Sequence[Result]) -> ReaderSummary:
 
 
 def _ratios(readers: Mapping[str, ReaderSummary]) -> dict[str, float]:
-    wall = {name: summary.wall_seconds for name, summary in readers.items() if not summary.problems}
+    """The issue's ratios of medians, and the same of each reader's best run (``best ...``):
+    the least disturbed runs, steadier where the machine's speed swings between runs."""
+    usable = {name: summary for name, summary in readers.items() if not summary.problems}
+    ratios = _ratios_of({name: s.wall_seconds for name, s in usable.items()})
+    best = _ratios_of({name: min(s.wall_seconds_all) for name, s in usable.items()})
+    ratios.update({f"best {key}": value for key, value in best.items()})
+    return ratios
+
+
+def _ratios_of(wall: Mapping[str, float]) -> dict[str, float]:
     ratios: dict[str, float] = {}
     if "gradcheck" in wall and "bare" in wall:
         ratios["gradcheck/bare"] = round(wall["gradcheck"] / wall["bare"], 3)
@@ -202,7 +211,22 @@ def _extra_lines(summaries: Sequence[DatasetSummary]) -> list[str]:
                 f"{s.dataset}: speed-up of the default over --jobs 1:"
                 f" {s.ratios['gradcheck-1job/gradcheck']:.2f}x"
             )
+        best = [
+            label.format(s.ratios["best " + key])
+            for key, label in _BEST_LABELS
+            if "best " + key in s.ratios
+        ]
+        if best:
+            lines.append(f"{s.dataset}: best runs: {', '.join(best)}")
     return lines
+
+
+_BEST_LABELS = (
+    ("gradcheck/bare", "gc/bare {:.2f}"),
+    ("tbparse/gradcheck", "tbparse {:.1f}x"),
+    ("accumulator/gradcheck", "EA {:.1f}x"),
+    ("gradcheck-1job/gradcheck", "default over --jobs 1 {:.2f}x"),
+)
 
 
 def render(

@@ -217,3 +217,29 @@ def test_gradcheck_is_not_grossly_slower_than_the_bare_parse_loop(
         f"gradcheck took {min(gradcheck_times):.3f} s, {ratio:.1f}x the bare parse loop's"
         f" {min(bare_times):.3f} s on {guard_log.histograms} histograms (guard: {GUARD_RATIO}x)"
     )
+
+
+def test_report_gives_medians_and_best_runs_and_checks_targets_on_medians() -> None:
+    from bench.measure import Measurement
+    from bench.report import evaluate_targets, summarise
+    from bench.run import Result
+
+    def result(reader: str, repeat: int, wall: float) -> Result:
+        measured = Measurement(wall, wall, 50.0, 60.0, 0.0, 0, "", "")
+        return Result("tensor-40MB", reader, repeat, measured, None, None, None, "")
+
+    walls = {
+        "gradcheck": (0.30, 0.25, 0.40),
+        "bare": (0.20, 0.22, 0.24),
+        "tbparse": (4.0, 5.0, 6.0),
+    }
+    results = [result(r, i, w) for r, ws in walls.items() for i, w in enumerate(ws)]
+    info = gen.DatasetInfo("tensor-40MB", "tensor", "d", ("f",), 40_000_000, 1, 1, 1, 1, 1, 0.0)
+    (summary,) = summarise(results, {"tensor-40MB": info})
+    assert summary.ratios["gradcheck/bare"] == round(0.30 / 0.22, 3)  # medians
+    assert summary.ratios["tbparse/gradcheck"] == round(5.0 / 0.30, 2)
+    assert summary.ratios["best gradcheck/bare"] == round(0.25 / 0.20, 3)  # best runs
+    assert summary.ratios["best tbparse/gradcheck"] == round(4.0 / 0.25, 2)
+    targets = {t.name: t for t in evaluate_targets([summary])}
+    assert targets["15x faster than tbparse"].measured == round(5.0 / 0.30, 2)
+    assert targets["15x faster than tbparse"].passed  # 16.67 on medians (16.0 on best runs)
