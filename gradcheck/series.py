@@ -44,10 +44,11 @@ BATCH_BUCKETS = 1 << 19
 """Buckets held pending at most (about 12 MB of edges and counts)."""
 
 MAX_ROWS = 2048
-"""Rows a histogram series keeps at most once built or merged (``2 * MAX_ROWS`` while
-streaming, plus the batch being appended): 180 KB a series at 88 bytes a row, whatever the
-log's length. Longer series keep the first and the worst row of each ``W``-step window (see
-:func:`_kept_rows`), and the run gets one ``thinned`` notice."""
+"""Rows a histogram series keeps at most once built or merged, plus one (``2 * MAX_ROWS``
+while streaming, plus the batch being appended): 180 KB a series at 88 bytes a row, whatever
+the log's length (the one: see :func:`_fits`). Longer series keep the first and the worst
+row of each ``W``-step window (see :func:`_kept_rows`), and the run gets one ``thinned``
+notice."""
 
 SeriesKey = tuple[str, int]
 """``(tag, index)``: ``index`` tells apart series written under one tag at one step."""
@@ -302,7 +303,7 @@ class _ScalarBuilder:
 
 
 # --------------------------------------------------------------------------------------------
-# Thinning: at most MAX_ROWS rows a series, the first and worst rows of each W-step window
+# Thinning: at most MAX_ROWS (+ 1) rows a series, the first and worst rows of each W-step window
 # --------------------------------------------------------------------------------------------
 
 _L2 = COLUMN["l2_norm"]
@@ -358,11 +359,27 @@ def _thinned(block: _HistogramBlock, window: int, limit: int) -> tuple[_Histogra
     while True:
         if window > 1 and int(np.count_nonzero(_window_starts(steps, window))) <= limit:
             kept = _kept_rows(steps, block[2], window)  # windows <= rows <= 2 * windows
-            if kept.size <= limit:
+            if _fits(steps[kept], window, limit):
                 break
         window *= 2
     steps, walls, stats, fingerprints = block
     return (steps[kept], walls[kept], stats[kept], fingerprints[kept]), window
+
+
+def _fits(kept_steps: np.ndarray, window: int, limit: int) -> bool:
+    """Whether rows kept at ``window`` fit ``limit``, the first window counting one row.
+
+    A part of a stream (a later file, the second byte range of one) may start inside a
+    window: alone it keeps that window's first row of its own as well as its worst, a row the
+    whole stream does not keep (its first row there comes from the earlier part). Counted,
+    that row could make the part choose a larger window than the whole stream needs, and
+    thinned rows cannot come back at the merge. Not counting it keeps every part's window at
+    most the whole's, so a merge ends at the same window as one reading; a series may then
+    keep ``limit + 1`` rows."""
+    first_window_has_two = (
+        kept_steps.size > 1 and kept_steps[1] // window == kept_steps[0] // window
+    )
+    return kept_steps.size - int(first_window_has_two) <= limit
 
 
 def _thinning_notices(
