@@ -16,7 +16,7 @@ import numpy as np
 from gradcheck.config import Config
 from gradcheck.model import Verdict
 from gradcheck.signals import Movement, Parameter
-from gradcheck.stats import median
+from gradcheck.stats import median, nanmedian
 
 BASE_SEVERITY: Mapping[Verdict, float] = {
     "nan": 4.0,
@@ -92,14 +92,9 @@ def early_and_late(values: np.ndarray, config: Config) -> tuple[float, float, np
     if finite.size == 0:
         return float("nan"), float("nan"), finite
     size = baseline_size(finite.size, config)
-    early = median_of(values[finite[:size]])
-    late = median_of(values[finite[-size:]])
+    early = median(values[finite[:size]])
+    late = median(values[finite[-size:]])
     return early, late, finite
-
-
-def median_of(values: np.ndarray) -> float:
-    """``np.median`` of values without NaN, bit for bit (see :func:`gradcheck.stats.median`)."""
-    return median(values)
 
 
 def gradient_level(parameter: Parameter) -> float:
@@ -107,4 +102,4 @@ def gradient_level(parameter: Parameter) -> float:
     if parameter.gradient is None or not np.isfinite(parameter.gradient.rms).any():
         return float("nan")
     rms = parameter.gradient.rms
-    return median_of(rms[~np.isnan(rms)])
+    return nanmedian(rms)
