@@ -149,7 +149,7 @@ class _Columns:
         size = self.size
         steps = self.arrays[0]
         if size and first_step <= steps[size - 1]:
-            size = int(np.searchsorted(steps[:size], first_step, side="left"))
+            size = _rows_before(steps[:size], first_step)
         if size + rows > steps.shape[0]:
             self.arrays = [_grown(array, size, size + rows) for array in self.arrays]
         self.size = size + rows
@@ -250,7 +250,7 @@ class _HistogramBuilder:
         """Drop the kept rows at steps >= ``step`` (a restart). When none is left, the window
         goes back to 1: the rows that needed it are gone (a run logged again from its start)."""
         kept = _joined_blocks(self.blocks)
-        size = int(np.searchsorted(kept[0], step, side="left"))
+        size = _rows_before(kept[0], step)
         self.blocks = [(kept[0][:size], kept[1][:size], kept[2][:size], kept[3][:size])]
         self.joined = 1
         self.size = size
@@ -727,9 +727,7 @@ def _items(mapping: Mapping[_K, _V], consume: bool) -> Iterator[tuple[_K, _V]]:
 
 def _kept_before(kept_steps: np.ndarray, newer_steps: np.ndarray) -> int:
     """How many kept rows survive newer data starting at ``newer_steps[0]``."""
-    if not newer_steps.size or not kept_steps.size or newer_steps[0] > kept_steps[-1]:
-        return int(kept_steps.size)
-    return int(np.searchsorted(kept_steps, newer_steps[0], side="left"))
+    return _rows_before(kept_steps, int(newer_steps[0])) if newer_steps.size else kept_steps.size
 
 
 def _joined_histograms(pieces: Sequence[HistogramSeries]) -> HistogramSeries:
@@ -772,7 +770,10 @@ def _joined_histograms(pieces: Sequence[HistogramSeries]) -> HistogramSeries:
 
 
 def _rows_before(steps: np.ndarray, step: int) -> int:
-    """How many of the rising ``steps`` come before ``step`` (the rest are purged by it)."""
+    """How many of the rising ``steps`` come before ``step``: the rows a restart at ``step``
+    leaves (the purge rule of streams, parts and merges alike)."""
+    if not steps.size or step > steps[-1]:
+        return int(steps.size)
     return int(np.searchsorted(steps, step, side="left"))
 
 
