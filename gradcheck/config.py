@@ -180,27 +180,17 @@ def _typed(key: str, value: Any, default: Any, source: str) -> Any:
 def load_config(path: str | None = None, *, cwd: str | None = None) -> Config:
     """Thresholds from ``path`` (``--config``), else ``[tool.gradcheck]`` of ./pyproject.toml."""
     if path is not None:
-        document = _read_toml(path)
+        document = _parsed_toml(_read_bytes(path), path)
         if "tool" not in document:  # a gradcheck-only file: settings at top level
             return config_from_mapping(document, path)
         return _from_tool_section(document, path)
     pyproject = os.path.join(cwd or os.getcwd(), "pyproject.toml")
     if not os.path.isfile(pyproject):
         return DEFAULT_CONFIG
-    if not _may_mention_gradcheck(pyproject):
-        return DEFAULT_CONFIG
-    return _from_tool_section(_read_toml(pyproject), pyproject)
-
-
-def _may_mention_gradcheck(path: str) -> bool:
-    """False when ``path`` cannot hold a ``[tool.gradcheck]`` table, because the word is not
-    in it at all: most projects' pyproject.toml is then not parsed (tomllib costs ~5 ms of
-    start-up). An unreadable file is left to :func:`_read_toml` to report."""
-    try:
-        with open(path, "rb") as stream:
-            return b"gradcheck" in stream.read()
-    except OSError:
-        return True
+    data = _read_bytes(pyproject)
+    if b"gradcheck" not in data:  # no [tool.gradcheck] table can be in it: not parsed at all
+        return DEFAULT_CONFIG  # (most projects' pyproject.toml: tomllib costs ~5 ms of start-up)
+    return _from_tool_section(_parsed_toml(data, pyproject), pyproject)
 
 
 def _from_tool_section(document: dict[str, Any], path: str) -> Config:
@@ -214,17 +204,24 @@ def _from_tool_section(document: dict[str, Any], path: str) -> Config:
     return config_from_mapping(section, f"{path} [tool.gradcheck]")
 
 
-def _read_toml(path: str) -> dict[str, Any]:
+def _read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as stream:
+            return stream.read()
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} does not exist") from exc
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
+
+
+def _parsed_toml(data: bytes, path: str) -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on Python 3.10 only
         import tomli as tomllib
     try:
-        with open(path, "rb") as stream:
-            return tomllib.load(stream)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"config file {path} does not exist") from exc
-    except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc

@@ -85,3 +85,19 @@ def test_every_threshold_is_documented() -> None:
     for name in Config.__dataclass_fields__:
         declaration = source.index(f"    {name}:")
         assert '"""' in source[declaration : declaration + 200], name
+
+
+def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_bytes(b'explode_factor = "\xff"\n')
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(str(path))
+
+
+def test_a_pyproject_without_gradcheck_in_it_is_not_parsed(tmp_path: Path) -> None:
+    """Not even read as TOML (start-up): its errors are another tool's business."""
+    write(tmp_path / "pyproject.toml", "[project\nname = 'other'\n")
+    assert load_config(cwd=str(tmp_path)) == DEFAULT_CONFIG
+    write(tmp_path / "pyproject.toml", "[project\ndependencies = ['gradcheck']\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(cwd=str(tmp_path))
