@@ -72,14 +72,16 @@ class HistogramSeries:
     stats: np.ndarray  # float32 [n, len(STAT_NAMES)]
     fingerprints: np.ndarray  # uint64 [n]
     window: int = 1  # 1, or W when thinned (the first and worst rows of each W-step window)
-    rows_read: int | None = None  # histograms reduced into the series (None: ``len(self)``)
+    rows_read: int | None = None  # histograms behind the rows (None: ``len(self)``)
 
     def __len__(self) -> int:
         return int(self.steps.size)
 
     @property
     def histograms_read(self) -> int:
-        """Histograms that went into the series (more than its rows when thinned)."""
+        """Histograms behind the series' rows: its length, more once thinned. Histograms a
+        restart purged are not counted, except those a thinned window stood for (how many of
+        a window's histograms a kept row stands for is not kept)."""
         return len(self) if self.rows_read is None else self.rows_read
 
     def column(self, name: str) -> np.ndarray:
@@ -213,7 +215,7 @@ class _HistogramBuilder:
         self.joined = 0  # blocks before this one are joined runs of small blocks
         self.last_step: int | None = None
         self.size = 0  # rows kept in the blocks
-        self.read = 0  # histograms appended (rows purged or thinned away included)
+        self.read = 0  # histograms behind the kept rows (see HistogramSeries.histograms_read)
         self.window = 1  # steps per kept row (thinning)
 
     def append(
@@ -253,6 +255,8 @@ class _HistogramBuilder:
         size = _rows_before(kept[0], step)
         self.blocks = [(kept[0][:size], kept[1][:size], kept[2][:size], kept[3][:size])]
         self.joined = 1
+        if self.window == 1:  # one histogram a row: the purged ones no longer count as read
+            self.read -= self.size - size
         self.size = size
         if size == 0:
             self.window = 1
@@ -765,7 +769,10 @@ def _joined_histograms(pieces: Sequence[HistogramSeries]) -> HistogramSeries:
         stats=stats,
         fingerprints=fingerprints,
         window=window,
-        rows_read=sum(piece.histograms_read for piece in pieces),
+        rows_read=sum(
+            piece.histograms_read - (len(piece) - end if piece.window == 1 else 0)
+            for piece, end in zip(pieces, ends, strict=True)
+        ),
     )
 
 

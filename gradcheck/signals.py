@@ -117,16 +117,11 @@ def _gradient_signal(data: RunData, tags: ParameterTags) -> GradientSignal | Non
         exact = bool(np.nanmax(bounds, initial=0.0) == 0.0)
         bound, tag = float(np.nanmax(bounds, initial=0.0)), histogram.tag
         zero_share = histogram.column("zero_share")
-        logged = _steps_logged(histogram)
+        logged = histogram.histograms_read
     bad_steps = _unique_steps(bad)
     norm[np.isin(steps, bad_steps) | ~np.isfinite(norm)] = np.nan
     rms = _sparse_rms(norm, count, zero_share)
     return GradientSignal(tag, steps, norm, rms, bad_steps, exact, bound, count, logged)
-
-
-def _steps_logged(histogram: HistogramSeries) -> int:
-    """The steps a series was read at: its rows, or the histograms read once thinned."""
-    return len(histogram) if histogram.window == 1 else histogram.histograms_read
 
 
 def _unique_steps(arrays: list[np.ndarray]) -> np.ndarray:
@@ -186,7 +181,7 @@ def _weight_signal(data: RunData, tags: ParameterTags) -> WeightSignal | None:
             fingerprints=histogram.fingerprints,
             bad_steps=bad_steps,
             count=count,
-            steps_logged=_steps_logged(histogram),
+            steps_logged=histogram.histograms_read,
         )
     if scalar is None:
         return None

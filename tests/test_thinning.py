@@ -281,3 +281,15 @@ def test_a_run_logged_again_from_its_start_is_not_thinned_at_the_older_runs_wind
         assert (kept.window, kept.steps.tolist()) == (1, list(range(6)))
         np.testing.assert_array_equal(kept.stats, unthinned(newer).stats)
         assert thinned_notices(data) == []
+
+
+def test_purged_histograms_of_unthinned_series_are_not_counted_as_read() -> None:
+    """A restart purges rows one histogram each: read counts match the rows kept, in one
+    stream and across parts (the report's grad_steps/weight_steps come from this count)."""
+    first = stream(range(40))
+    resumed = stream(range(25, 60))
+    whole = reduce_records(first + resumed).histograms[("g", 0)]
+    merged = merge([reduce_records(first), reduce_records(resumed)]).histograms[("g", 0)]
+    for kept in (whole, merged):
+        assert kept.window == 1 and kept.steps.tolist() == list(range(60))
+        assert kept.histograms_read == len(kept) == 60
