@@ -2202,9 +2202,107 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Thinning a long histogram series (series._thinned and series._kept_rows, in C)              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The window of ``step``: floor(step / window), as numpy's ``//`` (steps may be negative). */
+static inline int64_t window_of(int64_t step, int64_t window)
+{
+    int64_t q = step / window;
+    return (step % window != 0 && step < 0) ? q - 1 : q;
+}
+
+/* How bad a row is: +inf when its norm or its values are not finite, else its L2 norm. */
+static inline float badness(const float *row, int l2_column, int nonfinite_column)
+{
+    float norm = row[l2_column];
+    return (row[nonfinite_column] != 0.0f || !isfinite(norm)) ? INFINITY : norm;
+}
+
+/* series._kept_rows: the first row of each window, and its earliest worst row when that is
+ * another. Writes rising positions to ``kept``; returns how many. */
+static Py_ssize_t kept_rows(const int64_t *steps, const float *stats, Py_ssize_t n, int width,
+                            int l2_column, int nonfinite_column, int64_t window, int64_t *kept)
+{
+    Py_ssize_t count = 0, i = 0;
+    while (i < n) {
+        int64_t current = window_of(steps[i], window);
+        Py_ssize_t worst = i;
+        float worst_badness = badness(stats + i * width, l2_column, nonfinite_column);
+        kept[count++] = i;
+        for (i++; i < n && window_of(steps[i], window) == current; i++) {
+            float b = badness(stats + i * width, l2_column, nonfinite_column);
+            if (b > worst_badness) {
+                worst_badness = b;
+                worst = i;
+            }
+        }
+        if (worst != kept[count - 1])
+            kept[count++] = worst;
+    }
+    return count;
+}
+
+PyDoc_STRVAR(thin_doc,
+"thin(steps, stats, l2_column, nonfinite_column, window, limit, kept) -> (count, window)\n\n"
+"series._thinned_rows: ``steps`` int64 [n] rising, ``stats`` float32 [n, 16]; the window\n"
+"doubled from ``window`` (2 at least) until the rows kept (series._kept_rows) fit ``limit`` as\n"
+"series._fits counts them. Writes the kept positions to ``kept`` (int64 [n]) and returns their\n"
+"count and the window.");
+
+static PyObject *mod_thin(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer steps_buffer, stats_buffer, kept_buffer;
+    int l2_column, nonfinite_column;
+    long long window, limit;
+    if (!PyArg_ParseTuple(args, "y*y*iiLLw*", &steps_buffer, &stats_buffer, &l2_column,
+                          &nonfinite_column, &window, &limit, &kept_buffer))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = steps_buffer.len / 8, count = 0;
+    const int width = N_STATS;
+    int columns_ok = l2_column >= 0 && l2_column < width && nonfinite_column >= 0 &&
+                     nonfinite_column < width;
+    if (steps_buffer.len % 8 || stats_buffer.len != (Py_ssize_t)width * n * 4 ||
+        kept_buffer.len != n * 8 || !columns_ok || window < 1 || limit < 1) {
+        PyErr_SetString(PyExc_ValueError, "thin: inconsistent arguments");
+        goto done;
+    }
+    const int64_t *steps = steps_buffer.buf;
+    const float *stats = stats_buffer.buf;
+    int64_t *kept = kept_buffer.buf;
+    for (;; window *= 2) {
+        if (window > 1) { /* thinning at window 1 would keep every row */
+            Py_ssize_t windows = n ? 1 : 0;
+            for (Py_ssize_t i = 1; i < n; i++)
+                windows += window_of(steps[i], window) != window_of(steps[i - 1], window);
+            if (windows <= limit) { /* else too many: each window keeps a row at least */
+                count = kept_rows(steps, stats, n, width, l2_column, nonfinite_column, window,
+                                  kept);
+                int first_window_has_two = count > 1 && window_of(steps[kept[1]], window) ==
+                                                            window_of(steps[kept[0]], window);
+                if (count - first_window_has_two <= limit) /* series._fits */
+                    break;
+            }
+        }
+        if (window > ((int64_t)1 << 61)) { /* only with a limit below 3 */
+            PyErr_SetString(PyExc_ValueError, "thin: no window fits the limit");
+            goto done;
+        }
+    }
+    result = Py_BuildValue("(nL)", count, window);
+done:
+    PyBuffer_Release(&steps_buffer);
+    PyBuffer_Release(&stats_buffer);
+    PyBuffer_Release(&kept_buffer);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"reduce", mod_reduce, METH_VARARGS, reduce_doc},
     {"gather", mod_gather, METH_VARARGS, gather_doc},
+    {"thin", mod_thin, METH_VARARGS, thin_doc},
     {"masked_crc32c", mod_masked_crc32c, METH_O,
      "The TFRecord checksum of a bytes-like object (CRC32C, rotated, plus a constant)."},
     {"crc32c_software", mod_crc32c_software, METH_O,

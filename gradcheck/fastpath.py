@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import mmap
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import BinaryIO
@@ -26,6 +25,7 @@ import numpy as np
 from gradcheck.decode import EventDecoder, first_left_edges
 from gradcheck.framing import Frame, MappedWindow, Window, frame_at
 from gradcheck.model import FileInfo, HistogramRecord, Notice, Record, ScalarRecord
+from gradcheck.native import _scan, extension
 from gradcheck.reader import (
     FileTally,
     collision_notice,
@@ -49,11 +49,6 @@ from gradcheck.stats import STAT_NAMES
 from gradcheck.steps import StepWindow
 from gradcheck.storage import file_size, open_binary
 
-try:
-    from gradcheck import _scan  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - the extension was not built
-    _scan = None
-
 ROWS = 8192
 """Values per batch at most: each batch costs Python work per series it touches, so fewer,
 larger batches are faster, but hold more memory (tensor-1GB ``--jobs 1``, in process: 4096
@@ -70,7 +65,7 @@ _ENCODINGS = {0: "histo", 1: "tensor", 2: "simple_value"}
 
 def available() -> bool:
     """Whether the C engine can be used (built, and not disabled by ``GRADCHECK_NO_EXT=1``)."""
-    return _scan is not None and os.environ.get("GRADCHECK_NO_EXT", "") in ("", "0")
+    return extension() is not None
 
 
 @dataclass

@@ -20,6 +20,7 @@ from gradcheck.model import Record
 from gradcheck.parts import reduce_file_reference
 from gradcheck.pipeline import analyze
 from gradcheck.series import HistogramSeries, RunData, merge, reduce_records
+from gradcheck.stats import COLUMN, STAT_NAMES
 from gradcheck.steps import StepWindow
 from gradcheck.tags import TagRules
 from tests import eventfiles as ef
@@ -293,3 +294,58 @@ def test_purged_histograms_of_unthinned_series_are_not_counted_as_read() -> None
     for kept in (whole, merged):
         assert kept.window == 1 and kept.steps.tolist() == list(range(60))
         assert kept.histograms_read == len(kept) == 60
+
+
+_NORMS = st.sampled_from([0.0, 1.0, 2.0, 2.0, 3.5, 1e30, np.inf, -np.inf, np.nan])
+_SHARES = st.sampled_from([0.0, 0.0, 0.0, 0.25, np.nan, -0.0])
+
+
+@settings(max_examples=300, deadline=None)
+@example(steps=[-3, -1, 0, 5], norms=[1.0, 2.0, 2.0, 1.0], shares=[0.0] * 4, window=1, limit=3)
+@example(  # ties: the earliest worst row
+    steps=list(range(8)), norms=[1.0, 2.0, 2.0, 1.0] * 2, shares=[0.0] * 8, window=1, limit=3
+)
+@given(
+    steps=st.lists(st.integers(-3000, 3000), max_size=300, unique=True).map(sorted),
+    norms=st.lists(_NORMS, min_size=300, max_size=300),
+    shares=st.lists(_SHARES, min_size=300, max_size=300),
+    window=st.sampled_from([1, 2, 4, 64]),
+    limit=st.integers(3, 40),
+)
+def test_c_thinning_keeps_the_rows_numpy_keeps(
+    steps: list[int],
+    norms: list[float],
+    shares: list[float],
+    window: int,
+    limit: int,
+) -> None:
+    """``_scan.thin`` against its numpy twin: the same rows and window, ties and NaN/Inf norms,
+    non-finite shares (NaN: present, share unknown), negative steps and every ladder start."""
+    if not fastpath.available():
+        pytest.skip("the C engine is not built")
+    stats = np.zeros((len(steps), len(STAT_NAMES)), dtype=np.float32)
+    stats[:, COLUMN["l2_norm"]] = norms[: len(steps)]
+    stats[:, COLUMN["nonfinite_share"]] = shares[: len(steps)]
+    stats[:, 0] = np.arange(len(steps))  # other columns must not matter
+    step_array = np.array(steps, dtype=np.int64)
+    kept_c, window_c = series._thinned_rows(step_array, stats, window, limit)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GRADCHECK_NO_EXT", "1")
+        kept_numpy, window_numpy = series._thinned_rows(step_array, stats, window, limit)
+    assert window_c == window_numpy
+    assert kept_c.tolist() == kept_numpy.tolist()
+
+
+def test_c_thinning_refuses_arguments_that_do_not_fit() -> None:
+    if not fastpath.available():
+        pytest.skip("the C engine is not built")
+    from gradcheck import _scan  # type: ignore[attr-defined]
+
+    steps = np.arange(10, dtype=np.int64)
+    stats = np.zeros((10, len(STAT_NAMES)), dtype=np.float32)
+    with pytest.raises(ValueError, match="inconsistent"):
+        _scan.thin(steps, stats[:5], 5, 7, 1, 4, np.empty(10, np.int64))
+    with pytest.raises(ValueError, match="inconsistent"):
+        _scan.thin(steps, stats, 5, 7, 0, 4, np.empty(10, np.int64))
+    with pytest.raises(ValueError, match="no window fits"):  # two rows a window, forever
+        _scan.thin(np.array([-1, 0], np.int64), stats[:2], 5, 7, 1, 1, np.empty(2, np.int64))

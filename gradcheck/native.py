@@ -1,0 +1,23 @@
+"""The optional C extension ``gradcheck._scan``, for the modules that have a C hot path.
+
+Each C function has a numpy or Python twin that gives the same results and defines them (the
+tests compare the two). The extension is used when it was built, unless ``GRADCHECK_NO_EXT=1``
+asks for the twins (to test them, or to rule the extension out).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+try:
+    from gradcheck import _scan  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - the extension was not built
+    _scan = None
+
+
+def extension() -> ModuleType | None:
+    """The C extension, or None when it was not built or ``GRADCHECK_NO_EXT=1`` is set."""
+    if _scan is None or os.environ.get("GRADCHECK_NO_EXT", "") not in ("", "0"):
+        return None
+    return _scan
