@@ -262,6 +262,14 @@ def render(
         lines.append(
             f"MEASURED UNDER LOAD: other processes used up to {busiest:.1f} CPUs during some runs"
         )
+    ceiling = facts.get("two_core_ceiling")
+    if ceiling:
+        lines.append(
+            f"two-core ceiling: two gradcheck --jobs 1 processes, one file of {ceiling['dataset']}"
+            f" each, took {ceiling['at_once']:.2f} s at once against"
+            f" {ceiling['one_after_the_other']:.2f} s one after the other: {ceiling['ratio']:.2f}x,"
+            " the most two processes can gain on this machine before any serial work"
+        )
     lines.append(
         f"python start-up {facts['python_startup_seconds']} s;"
         f" gradcheck start-up {facts.get('gradcheck_startup_seconds', '-')} s"

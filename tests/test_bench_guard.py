@@ -243,3 +243,49 @@ def test_report_gives_medians_and_best_runs_and_checks_targets_on_medians() -> N
     targets = {t.name: t for t in evaluate_targets([summary])}
     assert targets["15x faster than tbparse"].measured == round(5.0 / 0.30, 2)
     assert targets["15x faster than tbparse"].passed  # 16.67 on medians (16.0 on best runs)
+
+
+def test_two_core_ceiling_reads_two_files_each_way_and_reports_the_ratio(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    from bench import ceiling
+    from bench.report import render
+
+    info = gen.write_dataset(tmp_path / "run", gen.DatasetSpec("tensor", 300_000, files=3))
+    calls: list[int] = []
+    timed = ceiling._timed
+
+    def counting(commands: list[list[str]], env: dict[str, str], cwd: Path) -> float:
+        calls.append(len(commands))
+        assert all(command[-1] == "1" and command[-2] == "--jobs" for command in commands)
+        return timed(commands, env, cwd)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ceiling, "_timed", counting)
+        measured = ceiling.measure(info.files, dict(os.environ), REPO, 2, sys.executable)
+    # warm-up (both at once), then per repeat: one after the other (two runs) and at once
+    assert calls == [2, 1, 1, 2, 2, 1, 1]
+    assert measured.files == info.files[:2] and measured.repeats == 2
+    assert measured.one_after_the_other > 0 and measured.at_once > 0
+    assert measured.ratio == measured.one_after_the_other / measured.at_once
+    facts = {
+        "date": "d", "cpus": 2, "python_startup_seconds": 0.03,
+        "two_core_ceiling": {"dataset": "tensor-3x300kB", "at_once": 1.0,
+                             "one_after_the_other": 1.75, "ratio": 1.75},
+    }  # fmt: skip
+    args = type("Args", (), {"repeats": 2, "slow_max_size": "40MB"})()
+    text = render([], [], facts, args)  # type: ignore[arg-type]
+    assert "two-core ceiling" in text and "1.00 s at once against 1.75 s" in text
+    assert "1.75x" in text
+
+
+def test_two_core_ceiling_says_when_gradcheck_fails(tmp_path: Path) -> None:
+    import os
+
+    from bench import ceiling
+
+    missing = [str(tmp_path / "a.tfevents"), str(tmp_path / "b.tfevents")]
+    with pytest.raises(RuntimeError, match="gradcheck exited with"):
+        ceiling.measure(missing, dict(os.environ), REPO, 1, sys.executable)
