@@ -2206,9 +2206,29 @@ done:
 /* Thinning a long histogram series (series._thinned and series._kept_rows, in C)              */
 /* ------------------------------------------------------------------------------------------ */
 
-/* The window of ``step``: floor(step / window), as numpy's ``//`` (steps may be negative). */
+/* log2 of a power of two */
+static inline int shift_of(int64_t window)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll((unsigned long long)window);
+#else
+    int k = 0;
+    while (((int64_t)1 << k) < window)
+        k++;
+    return k;
+#endif
+}
+
+/* The window of ``step``: floor(step / window), as numpy's ``//`` (steps may be negative).
+ * Windows are powers of two (they start at 1 and double): a shift then, not a division, which
+ * took most of the time; negative steps shifted as non-negative ones, no implementation-defined
+ * shift of a negative value. */
 static inline int64_t window_of(int64_t step, int64_t window)
 {
+    if ((window & (window - 1)) == 0) {
+        int k = shift_of(window);
+        return step >= 0 ? step >> k : -((-(step + 1)) >> k) - 1;
+    }
     int64_t q = step / window;
     return (step % window != 0 && step < 0) ? q - 1 : q;
 }

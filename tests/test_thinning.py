@@ -309,7 +309,7 @@ _SHARES = st.sampled_from([0.0, 0.0, 0.0, 0.25, np.nan, -0.0])
     steps=st.lists(st.integers(-3000, 3000), max_size=300, unique=True).map(sorted),
     norms=st.lists(_NORMS, min_size=300, max_size=300),
     shares=st.lists(_SHARES, min_size=300, max_size=300),
-    window=st.sampled_from([1, 2, 4, 64]),
+    window=st.sampled_from([1, 2, 4, 64, 3, 6]),  # 3, 6: the division path (never in use)
     limit=st.integers(3, 40),
 )
 def test_c_thinning_keeps_the_rows_numpy_keeps(
