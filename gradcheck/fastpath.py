@@ -297,24 +297,29 @@ class _RangeReader:
             entry.kept += int((members & inside).sum())
 
     def _histograms(self, at: np.ndarray, tags: list[str]) -> None:
+        """Reduce the batch's histograms ``at`` and append them to their series: rows taken
+        grouped by series (stream order within each), so each series gets slices, not copies,
+        and which series go back in steps inside the batch is found for all at once."""
         c = self.columns
-        sizes = c.sizes[at].astype(np.int64)
-        rows, fingerprints = _reduced(c, at, sizes)
-        tag_ids = c.tag_ids[at]
-        indexes = c.indexes[at]
-        keys = tag_ids.astype(np.int64) << 32 | indexes.astype(np.int64)
+        keys = c.tag_ids[at].astype(np.int64) << 32 | c.indexes[at].astype(np.int64)
         _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        members = np.argsort(inverse, kind="stable")
-        bounds = np.cumsum(np.bincount(inverse.ravel()))
-        groups: list[tuple[SeriesKey, str, np.ndarray]] = []
-        kinds = c.kinds[at]
+        at = at[np.argsort(inverse, kind="stable")]
+        stops = np.cumsum(np.bincount(inverse.ravel()))
+        starts = stops - np.bincount(inverse.ravel())
+        rows, fingerprints = _reduced(c, at, c.sizes[at].astype(np.int64))
+        steps = c.steps[at]
+        back = np.zeros(steps.size, dtype=np.int64)  # steps not rising, counted up to each row
+        np.cumsum(steps[1:] <= steps[:-1], out=back[1:])
+        rising = (back[stops - 1] - back[starts] == 0).tolist()
+        heads = at[starts]
+        head_tags, head_indexes = c.tag_ids[heads].tolist(), c.indexes[heads].tolist()
+        head_histo = (c.kinds[heads] == _K_HISTO).tolist()
+        groups: list[tuple[SeriesKey, str, slice, bool]] = []
         for group in np.argsort(first, kind="stable").tolist():
-            positions = members[(bounds[group - 1] if group else 0) : bounds[group]]
-            head = int(positions[0])
-            key = (tags[int(tag_ids[head])], int(indexes[head]))
-            encoding = "histo" if kinds[head] == _K_HISTO else "tensor"
-            groups.append((key, encoding, positions))
-        self.reducer.add_histogram_rows(groups, c.steps[at], c.walls[at], rows, fingerprints)
+            key = (tags[head_tags[group]], head_indexes[group])
+            encoding = "histo" if head_histo[group] else "tensor"
+            groups.append((key, encoding, slice(starts[group], stops[group]), rising[group]))
+        self.reducer.add_grouped_rows(groups, steps, c.walls[at], rows, fingerprints)
 
     def result(self, size: int | None) -> RangeResult:
         """What the range gave; ``size`` None when the file could not be opened."""

@@ -225,9 +225,13 @@ class _HistogramBuilder:
         wall_times: np.ndarray,
         rows: np.ndarray,
         fingerprints: np.ndarray,
+        rising: bool | None = None,
     ) -> None:
-        """Append rows in stream order (steps that go back purge, as documented above)."""
-        if steps.size > 1 and bool((steps[1:] <= steps[:-1]).any()):
+        """Append rows in stream order (steps that go back purge, as documented above);
+        ``rising``: whether the steps rise inside the block, when the caller knows."""
+        if rising is None:
+            rising = steps.size < 2 or not bool((steps[1:] <= steps[:-1]).any())
+        if not rising:
             for i in range(steps.size):  # a restart inside the block: one row at a time
                 self.append(
                     steps[i : i + 1],
@@ -515,6 +519,27 @@ class _Reducer:
             if builder is None:
                 builder = self.histograms[key] = _HistogramBuilder(key, encoding)
             builder.append(steps[at], walls[at], rows[at], fingerprints[at])
+
+    def add_grouped_rows(
+        self,
+        groups: Sequence[tuple[SeriesKey, str, slice, bool]],
+        steps: np.ndarray,
+        walls: np.ndarray,
+        rows: np.ndarray,
+        fingerprints: np.ndarray,
+    ) -> None:
+        """:meth:`add_histogram_rows` for rows already grouped by series: ``(key, encoding,
+        rows, rising)`` per series in order of first appearance, ``rows`` a slice of the
+        other arrays, ``rising`` whether its steps rise inside the slice (known: not checked
+        again). The series keep views of the arrays (no copy) until they join their blocks."""
+        self.flush()
+        for key, encoding, at, rising in groups:
+            builder = self.histograms.get(key)
+            if builder is None:
+                builder = self.histograms[key] = _HistogramBuilder(key, encoding)
+            builder.append(
+                steps[at].copy(), walls[at].copy(), rows[at].copy(), fingerprints[at].copy(), rising
+            )
 
     def finish(self) -> RunData:
         self.flush()
