@@ -319,7 +319,7 @@ class _RangeReader:
             key = (tags[head_tags[group]], head_indexes[group])
             encoding = "histo" if head_histo[group] else "tensor"
             groups.append((key, encoding, slice(starts[group], stops[group]), rising[group]))
-        self.reducer.add_grouped_rows(groups, steps, c.walls[at], rows, fingerprints)
+        self.reducer.add_histogram_rows(groups, steps, c.walls[at], rows, fingerprints)
 
     def result(self, size: int | None) -> RangeResult:
         """What the range gave; ``size`` None when the file could not be opened."""

@@ -496,13 +496,13 @@ class _Reducer:
             found[1].append(i)
         steps = np.fromiter((r.step for r in records), dtype=np.int64, count=len(records))
         walls = np.fromiter((r.wall_time for r in records), dtype=np.float64, count=len(records))
-        groups = [(key, encoding, np.array(at)) for key, (encoding, at) in members.items()]
+        groups = [(key, enc, np.array(at), None) for key, (enc, at) in members.items()]
         self.run = self.run or records[0].run
         self.add_histogram_rows(groups, steps, walls, rows, fingerprints)
 
     def add_histogram_rows(
         self,
-        groups: Sequence[tuple[SeriesKey, str, np.ndarray]],
+        groups: Sequence[tuple[SeriesKey, str, np.ndarray | slice, bool | None]],
         steps: np.ndarray,
         walls: np.ndarray,
         rows: np.ndarray,
@@ -510,36 +510,20 @@ class _Reducer:
     ) -> None:
         """Append reduced histograms to their series, after any pending records.
 
-        ``groups``: ``(key, encoding, positions)`` per series in order of first appearance,
-        positions (into the other arrays) in stream order.
+        ``groups``: ``(key, encoding, at, rising)`` per series in order of first appearance;
+        ``at`` its positions in the other arrays, in stream order, or a slice of them (copied:
+        a view would keep the whole arrays alive as long as the series holds it); ``rising``
+        whether its steps rise there (None: not known, checked).
         """
-        self.flush()
-        for key, encoding, at in groups:
-            builder = self.histograms.get(key)
-            if builder is None:
-                builder = self.histograms[key] = _HistogramBuilder(key, encoding)
-            builder.append(steps[at], walls[at], rows[at], fingerprints[at])
-
-    def add_grouped_rows(
-        self,
-        groups: Sequence[tuple[SeriesKey, str, slice, bool]],
-        steps: np.ndarray,
-        walls: np.ndarray,
-        rows: np.ndarray,
-        fingerprints: np.ndarray,
-    ) -> None:
-        """:meth:`add_histogram_rows` for rows already grouped by series: ``(key, encoding,
-        rows, rising)`` per series in order of first appearance, ``rows`` a slice of the
-        other arrays, ``rising`` whether its steps rise inside the slice (known: not checked
-        again). The series keep views of the arrays (no copy) until they join their blocks."""
         self.flush()
         for key, encoding, at, rising in groups:
             builder = self.histograms.get(key)
             if builder is None:
                 builder = self.histograms[key] = _HistogramBuilder(key, encoding)
-            builder.append(
-                steps[at].copy(), walls[at].copy(), rows[at].copy(), fingerprints[at].copy(), rising
-            )
+            picked = (steps[at], walls[at], rows[at], fingerprints[at])
+            if isinstance(at, slice):
+                picked = tuple(column.copy() for column in picked)
+            builder.append(*picked, rising=rising)
 
     def finish(self) -> RunData:
         self.flush()
