@@ -19,11 +19,35 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------------------------ */
-/* CRC32C: SSE4.2 instruction when the CPU has it, slicing-by-8 tables otherwise                */
+/* CRC32C: SSE4.2 instruction (three streams with PCLMUL), slicing-by-8 tables otherwise        */
 /* ------------------------------------------------------------------------------------------ */
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CRC_X86 1
+#include <immintrin.h>
+#endif
+
+/* Why three streams: the crc32 instruction takes 3 cycles but the CPU can start one every cycle,
+ * so one chain of dependent crc32s runs at a third of the CPU's speed. crc_hw3 cuts a buffer into
+ * rounds of three blocks of L bytes, A B C, and runs their three chains in one loop.
+ * How they are combined: CRC32C is linear over GF(2). The register after A B C (before the final
+ * inversion) is A's register shifted over 2L zero bytes, xor B's shifted over L zero bytes, xor
+ * C's, when B's and C's chains start from 0. Shifting a register r over L zero bytes multiplies
+ * it by x^(8L) mod P. A carry-less multiply (PCLMUL) of r by the constant x^(8L-33) mod P gives a
+ * 64-bit product that the crc32 instruction reduces mod P (crc32 multiplies by x^32, and the
+ * bit-reflected product carries one more x): both products are xored into the last word of C
+ * before its crc32, so the reduction is free. shift_const[i] = x^(64i-33) mod P is the constant
+ * for 8i bytes, i = 1 .. 2 * CRC_BLOCK / 8.
+ * Buffers shorter than CRC_THREE_STREAMS bytes keep one chain: cutting them costs more than it
+ * saves (measured: three chains win from 72-96 bytes up, 1.7x at 300 bytes, 2.7x at 8 KB). CPUs
+ * with SSE4.2 but no PCLMUL (before 2010) keep one chain for every length. */
+#define CRC_BLOCK 4096        /* the largest L, in bytes (a multiple of 8) */
+#define CRC_THREE_STREAMS 96  /* the shortest buffer cut in three (at least 24) */
+
 static uint32_t crc_table[8][256];
+static uint32_t shift_const[2 * CRC_BLOCK / 8 + 1];
 static int have_sse42 = 0;
+static int have_pclmul = 0;
 
 static void crc_init(void)
 {
@@ -36,9 +60,19 @@ static void crc_init(void)
     for (uint32_t n = 0; n < 256; n++)
         for (int t = 1; t < 8; t++)
             crc_table[t][n] = (crc_table[t - 1][n] >> 8) ^ crc_table[0][crc_table[t - 1][n] & 0xFF];
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    /* Bit-reflected: bit b holds the coefficient of x^(31-b), so x^31 is 1, and a register
+     * times x^8 is (k >> 8) ^ crc_table[0][k & 0xFF] (one zero byte through the CRC). */
+    shift_const[1] = 1;
+    for (size_t i = 2; i < sizeof shift_const / sizeof shift_const[0]; i++) {
+        uint32_t k = shift_const[i - 1];
+        for (int byte = 0; byte < 8; byte++)
+            k = (k >> 8) ^ crc_table[0][k & 0xFF];
+        shift_const[i] = k;
+    }
+#ifdef CRC_X86
     __builtin_cpu_init();
     have_sse42 = __builtin_cpu_supports("sse4.2");
+    have_pclmul = have_sse42 && __builtin_cpu_supports("pclmul");
 #endif
 }
 
@@ -62,27 +96,87 @@ static uint32_t crc_sw(const uint8_t *p, size_t n)
     return c ^ 0xFFFFFFFFu;
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("sse4.2"))) static uint32_t crc_hw(const uint8_t *p, size_t n)
+#ifdef CRC_X86
+static inline uint64_t load_word(const uint8_t *p)
 {
-    uint64_t c = 0xFFFFFFFFu;
+    uint64_t word;
+    memcpy(&word, p, 8);
+    return word;
+}
+
+/* One chain: the register c32 carried over n bytes (no inversion). */
+__attribute__((target("sse4.2"))) static inline uint32_t crc_hw_chain(uint32_t c32,
+                                                                      const uint8_t *p, size_t n)
+{
+    uint64_t c = c32;
     while (n >= 8) {
-        uint64_t word;
-        memcpy(&word, p, 8);
-        c = __builtin_ia32_crc32di(c, word);
+        c = __builtin_ia32_crc32di(c, load_word(p));
         p += 8;
         n -= 8;
     }
-    uint32_t c32 = (uint32_t)c;
-    while (n--)
-        c32 = __builtin_ia32_crc32qi(c32, *p++);
-    return c32 ^ 0xFFFFFFFFu;
+    c32 = (uint32_t)c;
+    if (n & 4) {
+        uint32_t half;
+        memcpy(&half, p, 4);
+        c32 = __builtin_ia32_crc32si(c32, half);
+        p += 4;
+    }
+    if (n & 2) {
+        uint16_t quarter;
+        memcpy(&quarter, p, 2);
+        c32 = __builtin_ia32_crc32hi(c32, quarter);
+        p += 2;
+    }
+    if (n & 1)
+        c32 = __builtin_ia32_crc32qi(c32, *p);
+    return c32;
+}
+
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(const uint8_t *p, size_t n)
+{
+    return crc_hw_chain(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
+}
+
+/* r * x^(8L) mod P, unreduced (64 bits): the crc32 instruction finishes the job. */
+__attribute__((target("sse4.2,pclmul"))) static inline uint64_t crc_shift(uint32_t r, uint32_t k)
+{
+    __m128i product =
+        _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)r), _mm_cvtsi32_si128((int)k), 0);
+    return (uint64_t)_mm_cvtsi128_si64(product);
+}
+
+/* Rounds of three blocks as long as possible (a multiple of 8 bytes, at most CRC_BLOCK); the 0
+ * to 23 bytes left after the last round, or a buffer too short to cut, go through one chain. */
+__attribute__((target("sse4.2,pclmul"))) static uint32_t crc_hw3(const uint8_t *p, size_t n)
+{
+    uint64_t a = 0xFFFFFFFFu;
+    while (n >= CRC_THREE_STREAMS) {
+        size_t block = n / 24 * 8;
+        if (block > CRC_BLOCK)
+            block = CRC_BLOCK;
+        uint64_t b = 0, c = 0;
+        for (const uint8_t *last = p + block - 8; p < last; p += 8) {
+            a = __builtin_ia32_crc32di(a, load_word(p));
+            b = __builtin_ia32_crc32di(b, load_word(p + block));
+            c = __builtin_ia32_crc32di(c, load_word(p + 2 * block));
+        }
+        a = __builtin_ia32_crc32di(a, load_word(p));
+        b = __builtin_ia32_crc32di(b, load_word(p + block));
+        uint64_t shifted = crc_shift((uint32_t)a, shift_const[block / 4]) ^
+                           crc_shift((uint32_t)b, shift_const[block / 8]);
+        a = __builtin_ia32_crc32di(c, load_word(p + 2 * block) ^ shifted);
+        p += 2 * block + 8;
+        n -= 3 * block;
+    }
+    return crc_hw_chain((uint32_t)a, p, n) ^ 0xFFFFFFFFu;
 }
 #endif
 
 static uint32_t crc32c(const uint8_t *p, size_t n)
 {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef CRC_X86
+    if (have_pclmul)
+        return crc_hw3(p, n);
     if (have_sse42)
         return crc_hw(p, n);
 #endif
@@ -2343,10 +2437,10 @@ PyMODINIT_FUNC PyInit__scan(void)
     PyObject *m = PyModule_Create(&scan_module);
     if (!m)
         return NULL;
+    const char *crc = have_pclmul ? "sse4.2+pclmul" : have_sse42 ? "sse4.2" : "table";
     Py_INCREF(&ScannerType);
     if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) < 0 ||
-        PyModule_AddStringConstant(m, "CRC_IMPLEMENTATION", have_sse42 ? "sse4.2" : "table") <
-            0) {
+        PyModule_AddStringConstant(m, "CRC_IMPLEMENTATION", crc) < 0) {
         Py_DECREF(&ScannerType);
         Py_DECREF(m);
         return NULL;

@@ -464,6 +464,64 @@ def test_c_crc32c_matches_google_crc32c(data: bytes) -> None:
     assert _scan.crc32c_software(data) == google_crc32c.value(data)
 
 
+# _scan.c's three-stream CRC32C: buffers of CRC_THREE_STREAMS bytes or more are cut into rounds
+# of three blocks of at most CRC_BLOCK bytes, whose CRCs are combined.
+CRC_THREE_STREAMS = 96
+CRC_BLOCK = 4096
+
+
+def _wrong_crcs(data: bytes, lengths: list[int]) -> list[tuple[int, int]]:
+    """(start, length) of the slices of ``data``, starting at byte 0 to 7 (misaligned), whose
+    CRC from the instruction or from the tables differs from google-crc32c's."""
+    from gradcheck import _scan  # type: ignore[attr-defined]
+
+    view = memoryview(data)
+    wrong = []
+    for start in range(8):
+        for length in lengths:
+            piece = view[start : start + length]
+            expected = bytes(piece)
+            hardware = _scan.masked_crc32c(piece) == masked_crc32c(expected)
+            tables = _scan.crc32c_software(piece) == google_crc32c.value(expected)
+            if not (hardware and tables):
+                wrong.append((start, length))
+    return wrong
+
+
+def test_c_crc32c_is_right_for_every_length_up_to_4096_at_every_alignment() -> None:
+    data = np.random.default_rng(6).integers(0, 256, 4096 + 8, dtype=np.uint8).tobytes()
+    assert _wrong_crcs(data, list(range(4097))) == []
+
+
+def test_c_crc32c_is_right_around_its_rounds_and_on_megabytes() -> None:
+    rng = np.random.default_rng(7)
+    data = rng.integers(0, 256, (4 << 20) + 8, dtype=np.uint8).tobytes()
+    round_ = 3 * CRC_BLOCK  # the longest round; a shorter last round, then one chain
+    edges = [
+        CRC_THREE_STREAMS,
+        round_,
+        2 * round_,
+        round_ + CRC_THREE_STREAMS,
+        5 * round_ + 24,
+    ]
+    lengths = [edge + delta for edge in edges for delta in range(-25, 26)]
+    lengths += [int(n) for n in rng.integers(0, 4 << 20, 20)] + [4 << 20]
+    assert _wrong_crcs(data, lengths) == []
+
+
+def test_c_crc32c_uses_three_streams_where_the_cpu_can() -> None:
+    """The tests above test the three streams only if this CPU takes them."""
+    from gradcheck import _scan  # type: ignore[attr-defined]
+
+    cpuinfo = Path("/proc/cpuinfo")
+    if os.uname().machine != "x86_64" or not cpuinfo.exists():
+        pytest.skip("not a Linux x86-64 machine")
+    flags = set(cpuinfo.read_text().split())
+    if not {"sse4_2", "pclmulqdq"} <= flags:
+        pytest.skip("this CPU has no SSE4.2 and PCLMUL")
+    assert _scan.CRC_IMPLEMENTATION == "sse4.2+pclmul"
+
+
 def test_statistics_do_not_depend_on_the_position_in_a_batch() -> None:
     rng = np.random.default_rng(3)
     counts = rng.integers(0, 1000, size=(3000, 30)).astype(float)
