@@ -1731,7 +1731,7 @@ static double nonfinite_share(const Buckets *b, Py_ssize_t w, double total, cons
  * are padding (count 0): each adds +0.0 to the plain-loop sums, except to the variance, where
  * ``0 * (mean^2)`` is NaN when the mean is not finite; that term is the same for every padded
  * bucket, so it is added once. */
-static void bucket_moments(const Buckets *b, Py_ssize_t n, Py_ssize_t w, double total,
+static void bucket_moments(Buckets *b, Py_ssize_t n, Py_ssize_t w, double total,
                            double out[4])
 {
     double s_mid = 0, s_sq = 0, s_low = 0, s_high = 0;
@@ -1741,6 +1741,7 @@ static void bucket_moments(const Buckets *b, Py_ssize_t n, Py_ssize_t w, double 
             lo = hi = 0.0;
         double mid = (lo + hi) * 0.5, width = hi - lo;
         double wt = width * width / 12.0;
+        b->share[j] = wt; /* for the variance pass: divisions were most of its time */
         s_mid += c * mid;
         s_sq += c * (mid * mid + wt);
         double lo2 = lo * lo, hi2 = hi * hi;
@@ -1753,9 +1754,9 @@ static void bucket_moments(const Buckets *b, Py_ssize_t n, Py_ssize_t w, double 
         double c = b->counts[j], lo = b->lo[j], hi = b->hi[j];
         if (!(c > 0)) /* empty buckets contribute nothing, whatever their edges */
             lo = hi = 0.0;
-        double mid = (lo + hi) * 0.5, width = hi - lo;
+        double mid = (lo + hi) * 0.5;
         double dev = mid - mean;
-        s_var += c * (dev * dev + width * width / 12.0);
+        s_var += c * (dev * dev + b->share[j]);
     }
     if (n < w) {
         double dev = 0.0 - mean;
@@ -1772,7 +1773,7 @@ static void bucket_moments(const Buckets *b, Py_ssize_t n, Py_ssize_t w, double 
 /* stats._moments_into and the summary columns: mean, std, L2 norm and its error bound (exact
  * from a HistogramProto's num, sum and sum_squares, else from the first ``n`` of ``w``
  * buckets), min, max, count and the non-finite share. Both reduce paths end here. */
-static void moments_into(const Buckets *b, Py_ssize_t n, Py_ssize_t w, double total,
+static void moments_into(Buckets *b, Py_ssize_t n, Py_ssize_t w, double total,
                          const double *f, int is_histo, double vmin, double vmax,
                          double nonfinite, double *out)
 {
