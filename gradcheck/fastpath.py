@@ -298,14 +298,16 @@ class _RangeReader:
 
     def _histograms(self, at: np.ndarray, tags: list[str]) -> None:
         """Reduce the batch's histograms ``at`` and append them to their series: rows taken
-        grouped by series (stream order within each), so each series gets slices, not copies,
-        and which series go back in steps inside the batch is found for all at once."""
+        grouped by series (stream order within each), so each series gets one contiguous
+        slice of the results instead of a gather, and which series go back in steps inside
+        the batch is found for all of them at once."""
         c = self.columns
         keys = c.tag_ids[at].astype(np.int64) << 32 | c.indexes[at].astype(np.int64)
         _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         at = at[np.argsort(inverse, kind="stable")]
-        stops = np.cumsum(np.bincount(inverse.ravel()))
-        starts = stops - np.bincount(inverse.ravel())
+        sizes = np.bincount(inverse.ravel())
+        stops = np.cumsum(sizes)
+        starts = stops - sizes
         rows, fingerprints = _reduced(c, at, c.sizes[at].astype(np.int64))
         steps = c.steps[at]
         back = np.zeros(steps.size, dtype=np.int64)  # steps not rising, counted up to each row
@@ -315,10 +317,11 @@ class _RangeReader:
         head_tags, head_indexes = c.tag_ids[heads].tolist(), c.indexes[heads].tolist()
         head_histo = (c.kinds[heads] == _K_HISTO).tolist()
         groups: list[tuple[SeriesKey, str, slice, bool]] = []
+        begin, end = starts.tolist(), stops.tolist()
         for group in np.argsort(first, kind="stable").tolist():
             key = (tags[head_tags[group]], head_indexes[group])
             encoding = "histo" if head_histo[group] else "tensor"
-            groups.append((key, encoding, slice(starts[group], stops[group]), rising[group]))
+            groups.append((key, encoding, slice(begin[group], end[group]), rising[group]))
         self.reducer.add_histogram_rows(groups, steps, c.walls[at], rows, fingerprints)
 
     def result(self, size: int | None) -> RangeResult:
