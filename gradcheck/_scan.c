@@ -1108,10 +1108,15 @@ static void copy_data(const Value *v, double *out)
 {
     if (v->row_kind == K_HISTO) {
         Py_ssize_t k = v->limits.n / 8;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(out, v->limits.p, (size_t)k * 8); /* two block copies, not one value at a time */
+        memcpy(out + k, v->buckets.p, (size_t)k * 8);
+#else
         for (Py_ssize_t i = 0; i < k; i++) {
             out[i] = load_f64(v->limits.p + 8 * i);
             out[k + i] = load_f64(v->buckets.p + 8 * i);
         }
+#endif
     } else if (v->dtype == DT_DOUBLE) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         memcpy(out, v->content.p, (size_t)v->ndata * 8);
