@@ -26,7 +26,9 @@ from gradcheck.steps import StepWindow
 from tests import eventfiles as ef
 from tests.test_reader import keras3_step
 
-pytestmark = pytest.mark.skipif(not fastpath.available(), reason="C extension not built")
+pytestmark = pytest.mark.skipif(
+    not fastpath.available(), reason="the C engine is not built, or GRADCHECK_NO_EXT=1"
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
