@@ -361,6 +361,67 @@ def test_split_offset_starts_a_new_step_at_a_verifiable_record(tmp_path: Path) -
     assert at % 3 == 1  # the first of a step's three events (after file_version)
 
 
+def _protobuf_summary_step(payload: bytes) -> int | None:
+    """What tensorboard's own parser says: the step of a summary event, else None."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    try:
+        event = Event.FromString(payload)
+    except DecodeError:
+        return None
+    return int(event.step) if event.WhichOneof("what") == "summary" else None
+
+
+_WHAT = st.sampled_from(["summary", "file_version", "graph_def", "log_message", "none"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    step=st.integers(-(2**63), 2**63 - 1),
+    wall_time=st.floats(allow_nan=False),
+    what=st.lists(_WHAT, min_size=1, max_size=3),
+    tags=st.lists(st.text(max_size=5), max_size=3),
+)
+def test_summary_step_reads_what_protobuf_reads(
+    step: int, wall_time: float, what: list[str], tags: list[str]
+) -> None:
+    """The split point's protobuf-free step reader against tensorboard's parser, on events
+    of every kind, negative and 64-bit steps, and several oneof fields on the wire (the
+    last one wins), concatenated as protobuf merges messages."""
+    from tensorboard.compat.proto import event_pb2
+
+    payload = b""
+    for kind in what:
+        event = event_pb2.Event(step=step, wall_time=wall_time)
+        if kind == "summary":
+            event.summary.value.add(tag=tags[0] if tags else "t", simple_value=1.0)
+        elif kind == "file_version":
+            event.file_version = "brain.Event:2"
+        elif kind == "graph_def":
+            event.graph_def = b"\x00\x01graph"
+        elif kind == "log_message":
+            event.log_message.message = "hello"
+        payload += event.SerializeToString()
+    assert fastpath._summary_step(payload) == _protobuf_summary_step(payload)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\x10",  # step key, no value
+        b"\x10\x80",  # truncated varint
+        b"\x10" + b"\xff" * 10 + b"\x01",  # varint longer than ten bytes
+        b"\x2a\x05ab",  # summary field longer than the payload
+        b"\x00\x01",  # field number 0
+        b"\x13",  # a group (wire type 3)
+    ],
+)
+def test_summary_step_of_a_malformed_payload_is_none(payload: bytes) -> None:
+    assert fastpath._summary_step(payload) is None
+    assert _protobuf_summary_step(payload) is None  # as protobuf sees it too
+
+
 @pytest.mark.parametrize(
     ("file_count", "jobs"),
     [
