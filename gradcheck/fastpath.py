@@ -604,8 +604,24 @@ def head_plugins(path: str, run: str, limit: int) -> dict[str, str]:
     """The plugin names of tags learnt from the records of ``path`` that start before
     ``min(limit, HEAD_BYTES)``: what a range starting at ``limit`` may assume (TF2 histograms
     of known tags are then read at once, not kept pending: that path is ~25% slower)."""
-    head = reduce_file_range(path, run, StepWindow(), None, 0, min(limit, HEAD_BYTES))
-    return head.plugins
+    reader = _PluginReader(path, run, StepWindow(), keep_unknown=False)
+    try:
+        with open_binary(path) as stream:
+            reader.read_range(stream, 0, min(limit, HEAD_BYTES))
+    except OSError:
+        pass  # the ranges will say what cannot be read; assume what was learnt
+    return dict(reader.state.decoder.plugin_by_tag)
+
+
+class _PluginReader(_RangeReader):
+    """A range reader that only learns plugin names: the scanner and the reference decoder
+    remember them as they read; no statistics are computed and no series are built."""
+
+    def _consume(self, rows: int) -> None:
+        pass
+
+    def _add_record(self, record: Record) -> None:
+        pass
 
 
 SPLIT_SEARCH = 8 << 20  # bytes searched after the middle for a step boundary

@@ -331,6 +331,7 @@ def test_second_range_reads_tf2_histograms_at_once_with_the_heads_plugins(
     assumed = fastpath.head_plugins(str(path), "run", boundary)
     assert set(assumed.values()) == {"histograms", "scalars"}
     first = reduce_range(str(path), "run", StepWindow(), 0, boundary)
+    assert assumed == first.plugins  # learnt without statistics, the same as reading it all
     blind = reduce_range(str(path), "run", StepWindow(), boundary, -1)
     second = reduce_range(str(path), "run", StepWindow(), boundary, -1, assumed)
     assert set(blind.pending) == set(assumed)  # without: every TF2 value of the range pending
