@@ -604,13 +604,22 @@ def head_plugins(path: str, run: str, limit: int) -> dict[str, str]:
     """The plugin names of tags learnt from the records of ``path`` that start before
     ``min(limit, HEAD_BYTES)``: what a range starting at ``limit`` may assume (TF2 histograms
     of known tags are then read at once, not kept pending: that path is ~25% slower)."""
+    return scan_head(path, run, limit)[0]
+
+
+def scan_head(path: str, run: str, limit: int) -> tuple[dict[str, str], int, int]:
+    """:func:`head_plugins`, with how many records start in the bytes read and how many
+    bytes that is (the density of records, for an estimate of the whole file's reading)."""
     reader = _PluginReader(path, run, StepWindow(), keep_unknown=False)
+    end = min(limit, HEAD_BYTES)
     try:
         with open_binary(path) as stream:
-            reader.read_range(stream, 0, min(limit, HEAD_BYTES))
+            reader.read_range(stream, 0, end)
+        end = min(end, file_size(path))
     except OSError:
         pass  # the ranges will say what cannot be read; assume what was learnt
-    return dict(reader.state.decoder.plugin_by_tag)
+    reader._take_tally()
+    return dict(reader.state.decoder.plugin_by_tag), reader.tally.records, end
 
 
 class _PluginReader(_RangeReader):

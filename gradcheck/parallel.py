@@ -1,8 +1,9 @@
 """Read a run's files on every core: big files split in two, files shared between processes.
 
 Each file is a task (:func:`gradcheck.parts.reduce_file`); a file of at least
-:data:`SPLIT_SIZE` bytes becomes two tasks, byte ranges that meet at a record starting a new
-step (:func:`gradcheck.fastpath.split_offset`), joined back with
+:data:`SPLIT_SIZE` bytes whose reading is estimated to take :data:`SPLIT_SECONDS` or more
+(from the records in its first few MB) becomes two tasks, byte ranges that meet at a record
+starting a new step (:func:`gradcheck.fastpath.split_offset`), joined back with
 :func:`gradcheck.fastpath.merge_ranges` (or read again in one piece when they cannot be joined
 exactly). On two processes (or with two tasks) this process reads about half the bytes and one
 forked child the rest; with more, a process pool. Less than :data:`POOL_MIN_BYTES` in all is
@@ -28,13 +29,35 @@ if TYPE_CHECKING:  # imported where used: a run read in one process needs none (
     from multiprocessing.connection import Connection
 
 SPLIT_SIZE = 64 << 20
-"""Files at least this large are read by two processes (byte ranges): below, the fork, the
-transfer and the join cost about what the second core saves (measured 2026-11-30 in
-process, nearly idle: tensor-40MB 0.089 s on one process against 0.099 s on two,
-tensor-160MB 0.333 against 0.257 s; break-even near 55 MB)."""
+"""Files at least this large may be read by two processes (byte ranges), when their reading
+is also estimated long enough (:func:`worth_splitting`): below, the fork, the transfer and
+the join cost about what the second core saves (measured 2026-11-30 in process, nearly idle:
+tensor-40MB 0.089 s on one process against 0.099 s on two, tensor-160MB 0.333 against
+0.257 s; break-even near 55 MB)."""
 POOL_MIN_BYTES = 64 << 20
 """Less than this in all is read in this process alone (same measurements as
 :data:`SPLIT_SIZE`: end to end, two processes were 0.89-0.91x of one on the 40 MB logs)."""
+
+
+SECONDS_PER_BYTE = 1.1e-9
+SECONDS_PER_RECORD = 8e-7
+"""The C engine's reading time of a file, in one process: per byte and per record (measured
+2026-11-30 in process: a 160 MB TF2 log of ~1,250 records a MB took 0.33 s, a 160 MB PyTorch
+log of ~160 records a MB, 0.19 s)."""
+SPLIT_SECONDS = 0.25
+"""A big file is read by two processes when its estimated reading takes this long: below,
+planning the split, forking and the child's slower start cost about what the second core
+saves (from the command line, two processes were 0.85-0.93x of one on the 160 MB PyTorch
+log, estimated 0.19 s, and 1.05-1.24x on the 160 MB TF2 log, estimated 0.33 s)."""
+
+
+def worth_splitting(size: int, records: int, scanned: int) -> bool:
+    """Whether a file of ``size`` bytes, with ``records`` records in its first ``scanned``
+    bytes, reads long enough (:data:`SPLIT_SECONDS`) to be worth two processes."""
+    if scanned <= 0:
+        return True  # nothing to estimate from: the split path checks what it reads
+    estimate = size * (SECONDS_PER_BYTE + SECONDS_PER_RECORD * records / scanned)
+    return estimate >= SPLIT_SECONDS
 
 
 class Progress(Protocol):
@@ -93,11 +116,17 @@ def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int], jobs: int) -> 
     for number, ((path, run), size) in enumerate(zip(files, sizes, strict=True)):
         boundary = None
         if split and size >= SPLIT_SIZE:
-            boundary = fastpath.split_offset(path, size)
+            plugins, records, scanned = fastpath.scan_head(path, run, fastpath.HEAD_BYTES)
+            if worth_splitting(size, records, scanned):
+                boundary = fastpath.split_offset(path, size)
         if boundary is None:
             tasks.append(_Task(number, path, run))
         else:
-            assumed = fastpath.head_plugins(path, run, boundary)
+            assumed = (  # the head read above, unless the boundary falls inside it
+                plugins
+                if boundary >= fastpath.HEAD_BYTES
+                else fastpath.head_plugins(path, run, boundary)
+            )
             tasks.append(_Task(number, path, run, 0, boundary, split=True))
             tasks.append(_Task(number, path, run, boundary, -1, split=True, assumed=assumed))
     return tasks

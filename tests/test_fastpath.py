@@ -436,6 +436,7 @@ def test_pool_over_files_and_ranges_matches_one_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file_count: int, jobs: int
 ) -> None:
     monkeypatch.setattr(parallel, "SPLIT_SIZE", 1)
+    monkeypatch.setattr(parallel, "SPLIT_SECONDS", 0.0)
     monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 1)
     files = []
     for number in range(file_count):
@@ -456,6 +457,34 @@ def test_pool_over_files_and_ranges_matches_one_process(
     for (path, _), part in zip(files, pooled, strict=True):
         reference = reduce_file_reference(path, str(tmp_path), StepWindow())
         assert_same(reference.data, part.data)
+
+
+def test_a_big_file_is_split_when_its_reading_is_estimated_long_enough() -> None:
+    """The bench logs' densities: a 160 MB TF2 log (~1,250 records a MB, 0.33 s in one
+    process) is split, a 160 MB PyTorch one (~160 a MB, 0.19 s) is not, a 1 GB one is."""
+    mb = 1 << 20
+    assert parallel.worth_splitting(160 * mb, 5000, 4 * mb)  # TF2
+    assert not parallel.worth_splitting(160 * mb, 640, 4 * mb)  # PyTorch
+    assert parallel.worth_splitting(1000 * mb, 640, 4 * mb)
+    assert not parallel.worth_splitting(64 * mb, 5000, 4 * mb)
+    assert parallel.worth_splitting(160 * mb, 0, 0)  # nothing read: split, as before
+
+
+def test_plan_splits_by_the_estimate_and_assumes_the_heads_plugins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "events.out.tfevents.1.v2"
+    ef.write_events(path, tf2_steps(range(40)))
+    size = path.stat().st_size
+    monkeypatch.setattr(parallel, "SPLIT_SIZE", 1)
+    monkeypatch.setattr(parallel, "SPLIT_SECONDS", 1e9)  # never long enough
+    (whole,) = parallel._plan([(str(path), "run")], [size], jobs=2)
+    assert not whole.split
+    monkeypatch.setattr(parallel, "SPLIT_SECONDS", 0.0)
+    first, second = parallel._plan([(str(path), "run")], [size], jobs=2)
+    assert first.split and second.split and first.limit == second.start
+    assert second.assumed == fastpath.head_plugins(str(path), "run", second.start)
+    assert set(second.assumed.values()) == {"histograms", "scalars"}
 
 
 def test_child_result_crosses_the_pipe_with_writable_arrays(tmp_path: Path) -> None:
