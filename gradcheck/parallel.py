@@ -12,21 +12,22 @@ read here alone: forking and sending back cost more than the second core saves.
 
 from __future__ import annotations
 
+import io
 import os
+import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, Protocol
 
 from gradcheck import fastpath
 from gradcheck.parts import FilePart, file_part, reduce_file, reduce_range
 from gradcheck.steps import StepWindow
 from gradcheck.storage import file_size
 
-if TYPE_CHECKING:  # imported where used: a run read in one process needs none (~12 ms)
+if TYPE_CHECKING:  # imported where used: a run read by one or two processes needs none
     import multiprocessing.context
     from concurrent.futures import Executor, Future
-    from multiprocessing.connection import Connection
 
 SPLIT_SIZE = 64 << 20
 """Files at least this large may be read by two processes (byte ranges), when their reading
@@ -100,7 +101,7 @@ def read_files(
     tasks = _plan(files, sizes, jobs)
     if len(tasks) < 2:
         return [reduce_file(path, run, window, progress.reporter()) for path, run in files]
-    if len(tasks) == 2 or jobs == 2:  # this process reads about half the bytes, a child the rest
+    if (len(tasks) == 2 or jobs == 2) and hasattr(os, "fork"):  # half here, half in a child
         return _assemble(_parent_and_child(tasks, window, progress), tasks, files, window)
     from concurrent.futures import ProcessPoolExecutor
 
@@ -147,7 +148,7 @@ def _gather(
 
 
 def _assemble(
-    futures: Sequence[Future],  # type: ignore[type-arg]
+    futures: Sequence[_Result],
     tasks: Sequence[_Task],
     files: Sequence[tuple[str, str]],
     window: StepWindow,
@@ -174,38 +175,76 @@ def _run(task: _Task, window: StepWindow) -> fastpath.RangeResult | FilePart:
     return reduce_file(task.path, task.run, window)
 
 
+class _Result(Protocol):
+    """A task's outcome: its value, or the exception it raised (as ``Future.result``)."""
+
+    def result(self) -> Any: ...
+
+
+class _Outcome:
+    """:class:`_Result` of a task run here or in the child (no ``concurrent.futures``)."""
+
+    __slots__ = ("error", "value")
+
+    def __init__(self, compute: Callable[[], object]) -> None:
+        self.value: object = None
+        self.error: Exception | None = None
+        try:
+            self.value = compute()
+        except Exception as error:  # noqa: BLE001 - raised again by result()
+            self.error = error
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
 def _parent_and_child(
     tasks: Sequence[_Task], window: StepWindow, progress: Progress
-) -> list[Future]:  # type: ignore[type-arg]
+) -> list[_Outcome]:
     """Two processes: the tasks split in two runs of about equal bytes, the later run in one
     forked child, the earlier here meanwhile.
 
     No pool to start, the parent works too, and each result is sent back once with its arrays
     out of band; the whole tree holds two processes' memory, not three (parent and two
-    workers).
+    workers). A plain ``os.fork`` and pipe: ``multiprocessing`` and ``concurrent.futures``
+    cost 18-25 ms to import and start, serial time before the reading.
     """
-    from concurrent.futures import Future
-
     cut = _balanced_cut([_task_bytes(task) for task in tasks])
-    context = _context()
-    receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(  # type: ignore[attr-defined]
-        target=_run_and_send, args=(tasks[cut:], window, sender), daemon=True
-    )
-    child.start()
-    sender.close()
-    futures: list[Future] = [Future() for _ in tasks]  # type: ignore[type-arg]
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        _child(tasks[cut:], window, read_end, write_end)
+    os.close(write_end)
+    outcomes: list[_Outcome] = []
     try:
-        for at, task in enumerate(tasks):
-            if at < cut:
-                _settle(futures[at], partial(_run, task, window))
-            else:
-                _settle(futures[at], partial(_received, receiver, task, window))
-            progress.advance(_task_bytes(task))
+        with open(read_end, "rb", buffering=0) as receiver:
+            for at, task in enumerate(tasks):
+                if at < cut:
+                    outcomes.append(_Outcome(partial(_run, task, window)))
+                else:
+                    outcomes.append(_Outcome(partial(_received, receiver, task, window)))
+                progress.advance(_task_bytes(task))
+    except BaseException:  # Ctrl-C, or a bug: do not wait for the child's reading
+        os.kill(child, signal.SIGKILL)
+        raise
     finally:
-        receiver.close()
-        child.join()
-    return futures
+        os.waitpid(child, 0)
+    return outcomes
+
+
+def _child(tasks: Sequence[_Task], window: StepWindow, read_end: int, write_end: int) -> NoReturn:
+    """The forked child: run ``tasks``, send their results, and leave without the parent's
+    clean-up (its buffered output, its exit handlers), whatever happens."""
+    status = 1
+    try:
+        os.close(read_end)
+        with open(write_end, "wb") as sender:
+            _run_and_send(tasks, window, sender)
+        status = 0
+    finally:
+        os._exit(status)
 
 
 def _balanced_cut(sizes: Sequence[int]) -> int:
@@ -220,7 +259,7 @@ def _balanced_cut(sizes: Sequence[int]) -> int:
     return best
 
 
-def _run_and_send(tasks: Sequence[_Task], window: StepWindow, sender: Connection) -> None:
+def _run_and_send(tasks: Sequence[_Task], window: StepWindow, sender: BinaryIO) -> None:
     """In the child: run every task, then send back ``(True, result)`` or ``(False, error)``
     for each in order (all run first: a send blocks until the parent, busy with its own
     tasks, reads, and the child would wait instead of working)."""
@@ -232,41 +271,52 @@ def _run_and_send(tasks: Sequence[_Task], window: StepWindow, sender: Connection
             messages.append((False, error))
     for message in messages:
         _send(sender, message)
-    sender.close()
 
 
-def _send(sender: Connection, message: object) -> None:
-    """Send ``message`` with its numpy arrays' buffers out of band (pickle protocol 5).
+def _send(sender: BinaryIO, message: object) -> None:
+    """Write ``message`` with its numpy arrays' buffers out of band (pickle protocol 5).
 
-    The pickle holds only the small structure; each array's memory is then written to the
-    pipe as it stands, so neither process ever holds a pickled copy beside the arrays.
+    The pickle holds only the small structure, after its length; each array's memory is then
+    written as it stands, so neither process ever holds a pickled copy beside the arrays.
     """
     import pickle
 
     buffers: list[pickle.PickleBuffer] = []
     head = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
     views = [buffer.raw() for buffer in buffers]
-    sender.send((head, [view.nbytes for view in views]))
+    header = pickle.dumps((head, [view.nbytes for view in views]), protocol=5)
+    sender.write(len(header).to_bytes(8, "little"))
+    sender.write(header)
     for view in views:
-        sender.send_bytes(view)
+        sender.write(view)
+    sender.flush()
 
 
-def _receive(receiver: Connection) -> tuple[bool, object]:
-    """What :func:`_send` sent: each buffer read into its own preallocated ``bytearray``,
+def _receive(receiver: io.RawIOBase) -> tuple[bool, object]:
+    """What :func:`_send` wrote: each buffer read into its own preallocated ``bytearray``,
     which the unpickled array then uses as its memory (writable, no further copy)."""
     import pickle
 
-    head, sizes = receiver.recv()
-    buffers = []
-    for size in sizes:
-        buffer = bytearray(size)
-        receiver.recv_bytes_into(buffer)
-        buffers.append(buffer)
+    size = int.from_bytes(_read_exactly(receiver, 8), "little")
+    head, sizes = pickle.loads(_read_exactly(receiver, size))
+    buffers = [_read_exactly(receiver, size) for size in sizes]
     message: tuple[bool, object] = pickle.loads(head, buffers=buffers)
     return message
 
 
-def _received(receiver: Connection, task: _Task, window: StepWindow) -> object:
+def _read_exactly(receiver: io.RawIOBase, size: int) -> bytearray:
+    """``size`` bytes from the pipe (which gives them in pieces); EOFError when it ends."""
+    buffer = bytearray(size)
+    view, got = memoryview(buffer), 0
+    while got < size:
+        read = receiver.readinto(view[got:])
+        if not read:
+            raise EOFError(f"the pipe ended after {got} of {size} bytes")
+        got += read
+    return buffer
+
+
+def _received(receiver: io.RawIOBase, task: _Task, window: StepWindow) -> object:
     """The child's result (its error re-raised here); read here if the child died."""
     try:
         ok, value = _receive(receiver)
@@ -275,13 +325,6 @@ def _received(receiver: Connection, task: _Task, window: StepWindow) -> object:
     if not ok:
         raise value  # type: ignore[misc]
     return value
-
-
-def _settle(future: Future, compute: Callable[[], object]) -> None:  # type: ignore[type-arg]
-    try:
-        future.set_result(compute())
-    except Exception as error:  # noqa: BLE001 - raised again by future.result()
-        future.set_exception(error)
 
 
 def _joined(

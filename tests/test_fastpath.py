@@ -493,14 +493,19 @@ def test_child_result_crosses_the_pipe_with_writable_arrays(tmp_path: Path) -> N
     path = tmp_path / "events.out.tfevents.1.v2"
     ef.write_events(path, tf2_steps(range(30)))
     sent = reduce_range(str(path), "run", StepWindow(), 0, -1)
-    receiver, sender = parallel._context().Pipe(duplex=False)
-    child = parallel._context().Process(  # type: ignore[attr-defined]
-        target=parallel._send, args=(sender, (True, sent))
-    )
-    child.start()
-    sender.close()
-    ok, got = parallel._receive(receiver)
-    child.join()
+    read_end, write_end = os.pipe()
+    child = os.fork()  # the arrays are bigger than a pipe holds: a writer of its own
+    if child == 0:
+        try:
+            with open(write_end, "wb") as sender:
+                parallel._send(sender, (True, sent))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with open(read_end, "rb", buffering=0) as receiver:
+        ok, got = parallel._receive(receiver)
+        assert receiver.read() == b""  # nothing more was written
+    os.waitpid(child, 0)
     assert ok and isinstance(got, fastpath.RangeResult)
     assert_same(sent.data, got.data)
     series = got.data.histograms[("weights/dense/kernel", 0)]
@@ -521,11 +526,63 @@ def test_tasks_are_cut_in_two_runs_of_nearest_bytes() -> None:
 
 
 def test_child_error_is_raised_in_the_parent(tmp_path: Path) -> None:
-    receiver, sender = parallel._context().Pipe(duplex=False)
-    parallel._send(sender, (False, ValueError("child failed")))
+    read_end, write_end = os.pipe()
+    with open(write_end, "wb") as sender:  # small: the pipe holds it
+        parallel._send(sender, (False, ValueError("child failed")))
     task = parallel._Task(0, str(tmp_path / "missing"), "run")
-    with pytest.raises(ValueError, match="child failed"):
+    with open(read_end, "rb", buffering=0) as receiver, pytest.raises(ValueError, match="failed"):
         parallel._received(receiver, task, StepWindow())
+
+
+def test_a_child_that_ends_early_leaves_its_task_to_the_parent(tmp_path: Path) -> None:
+    """A child that dies mid-message (killed, out of memory): the parent reads the task."""
+    path = tmp_path / "events.out.tfevents.1.v2"
+    ef.write_events(path, tf2_steps(range(10)))
+    read_end, write_end = os.pipe()
+    with open(write_end, "wb") as sender:
+        sender.write((1000).to_bytes(8, "little") + b"partial")
+    task = parallel._Task(0, str(path), "run")
+    with open(read_end, "rb", buffering=0) as receiver:
+        got = parallel._received(receiver, task, StepWindow())
+    assert isinstance(got, FilePart)
+    assert_same(got.data, reduce_file(str(path), "run", StepWindow()).data)
+
+
+def test_the_parent_and_child_gather_every_tasks_outcome(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the real fork: the child's results, and a task that fails in the child, come
+    back in task order (the failure raised where the outcome is used)."""
+    paths = []
+    for number in range(4):
+        path = tmp_path / f"events.out.tfevents.{number}.v2"
+        ef.write_events(path, tf2_steps(range(10 * number, 10 * number + 10)))
+        paths.append(str(path))
+    tasks = [parallel._Task(number, path, "run") for number, path in enumerate(paths)]
+    run = parallel._run
+
+    def failing_last(task: parallel._Task, window: StepWindow) -> object:
+        if task.path == paths[-1]:
+            raise RuntimeError("a bug in the child")
+        return run(task, window)
+
+    monkeypatch.setattr(parallel, "_run", failing_last)  # the forked child has it too
+
+    class Silent:
+        def reporter(self) -> None:
+            return None
+
+        def advance(self, size: int) -> None:
+            pass
+
+    outcomes = parallel._parent_and_child(tasks, StepWindow(), Silent())
+    assert len(outcomes) == 4
+    for path, outcome in zip(paths[:3], outcomes, strict=False):
+        got = outcome.result()
+        assert isinstance(got, FilePart)
+        assert_same(got.data, reduce_file(path, "run", StepWindow()).data)
+    with pytest.raises(RuntimeError, match="a bug in the child"):
+        outcomes[3].result()
 
 
 def test_merge_ranges_frees_each_half_as_it_joins(tmp_path: Path) -> None:
