@@ -423,6 +423,19 @@ def test_summary_step_of_a_malformed_payload_is_none(payload: bytes) -> None:
     assert _protobuf_summary_step(payload) is None  # as protobuf sees it too
 
 
+class _CountingProgress:
+    """A progress tracker for the parallel reader that only adds up the bytes it is told of."""
+
+    def __init__(self) -> None:
+        self.done = 0
+
+    def reporter(self) -> None:
+        return None
+
+    def advance(self, size: int) -> None:
+        self.done += size
+
+
 @pytest.mark.parametrize(
     ("file_count", "jobs"),
     [
@@ -444,14 +457,7 @@ def test_pool_over_files_and_ranges_matches_one_process(
         ef.write_events(path, tf2_steps(range(number * 10, number * 10 + 12)))
         files.append((str(path), str(tmp_path)))
 
-    class Silent:
-        def reporter(self) -> None:
-            return None
-
-        def advance(self, size: int) -> None:
-            self.done = getattr(self, "done", 0) + size
-
-    progress = Silent()
+    progress = _CountingProgress()
     pooled = parallel.read_files(files, StepWindow(), progress, jobs=jobs)
     assert progress.done == sum(Path(path).stat().st_size for path, _ in files)
     for (path, _), part in zip(files, pooled, strict=True):
@@ -568,15 +574,10 @@ def test_the_parent_and_child_gather_every_tasks_outcome(
 
     monkeypatch.setattr(parallel, "_run", failing_last)  # the forked child has it too
 
-    class Silent:
-        def reporter(self) -> None:
-            return None
-
-        def advance(self, size: int) -> None:
-            pass
-
-    outcomes = parallel._parent_and_child(tasks, StepWindow(), Silent())
+    progress = _CountingProgress()
+    outcomes = parallel._parent_and_child(tasks, StepWindow(), progress)
     assert len(outcomes) == 4
+    assert progress.done == sum(Path(path).stat().st_size for path in paths)
     for path, outcome in zip(paths[:3], outcomes, strict=False):
         got = outcome.result()
         assert isinstance(got, FilePart)
