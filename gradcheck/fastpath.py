@@ -305,9 +305,9 @@ class _RangeReader:
         keys = c.tag_ids[at].astype(np.int64) << 32 | c.indexes[at].astype(np.int64)
         _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         at = at[np.argsort(inverse, kind="stable")]
-        sizes = np.bincount(inverse.ravel())
-        stops = np.cumsum(sizes)
-        starts = stops - sizes
+        lengths = np.bincount(inverse.ravel())  # rows of each series in the batch
+        stops = np.cumsum(lengths)
+        starts = stops - lengths
         rows, fingerprints = _reduced(c, at, c.sizes[at].astype(np.int64))
         steps = c.steps[at]
         back = np.zeros(steps.size, dtype=np.int64)  # steps not rising, counted up to each row

@@ -182,7 +182,8 @@ class _Result(Protocol):
 
 
 class _Outcome:
-    """:class:`_Result` of a task run here or in the child (no ``concurrent.futures``)."""
+    """:class:`_Result` of a task run here or in the child (no ``concurrent.futures``):
+    ``compute`` runs at once, its value or exception kept for :meth:`result`."""
 
     __slots__ = ("error", "value")
 
