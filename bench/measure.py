@@ -3,9 +3,11 @@
 Peak memory comes from ``/proc``, sampled every 10 ms over the child and its descendants:
 ``VmHWM`` (each process's own high-water mark, exact whenever the process lived long enough to
 be sampled once) and the sum of ``VmRSS`` over the tree (what a process pool holds at once; a
-lower bound, as a peak shorter than the interval can be missed). ``ru_maxrss`` from ``wait4`` is
-not used: Linux carries the forking parent's high-water mark across ``exec``, so it reports at
-least the benchmark driver's own size. Linux only.
+lower bound, as a peak shorter than the interval can be missed), plus the in-memory files
+(``memfd``) open in the tree, which no ``VmRSS`` counts until they are mapped (and then twice:
+an upper bound for those). ``ru_maxrss`` from ``wait4`` is not used: Linux carries the forking
+parent's high-water mark across ``exec``, so it reports at least the benchmark driver's own
+size. Linux only.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class Measurement:
     wall_seconds: float
     cpu_seconds: float  # user + system, child and its waited-for descendants
     max_rss_mb: float  # largest VmHWM of any process in the tree
-    tree_rss_mb: float  # peak of the summed VmRSS over the tree (at least max_rss_mb)
+    tree_rss_mb: float  # peak of the summed VmRSS (and memfds) over the tree, >= max_rss_mb
     other_cpus: float  # CPUs kept busy by other processes meanwhile (0 = quiet machine)
     returncode: int
     stdout: str
@@ -70,6 +72,26 @@ def memory_kb(pid: int) -> tuple[int, int]:
     return rss, peak
 
 
+def memory_files_kb(pids: Sequence[int]) -> int:
+    """Size in kB of the in-memory files (``memfd``) open in ``pids``, each counted once:
+    memory that no process's ``VmRSS`` holds until it maps it (gradcheck's forked child
+    writes its results to one)."""
+    sizes: dict[int, int] = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                    info = os.stat(f"/proc/{pid}/fd/{fd}")
+                    sizes[info.st_ino] = info.st_size
+            except OSError:
+                continue
+    return sum(sizes.values()) // 1024
+
+
 def _cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -106,8 +128,9 @@ class _TreeSampler(threading.Thread):
                 if not self.started:
                     self._stop_event.wait(0.001)
                     continue
-            total = 0
-            for pid in tree_pids(self.root):
+            pids = tree_pids(self.root)
+            total = memory_files_kb(pids)
+            for pid in pids:
                 rss, peak = memory_kb(pid)
                 total += rss
                 self.process_peaks_kb[pid] = max(peak, self.process_peaks_kb.get(pid, 0))

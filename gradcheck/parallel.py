@@ -207,42 +207,76 @@ def _parent_and_child(
     """Two processes: the tasks split in two runs of about equal bytes, the later run in one
     forked child, the earlier here meanwhile.
 
-    No pool to start, the parent works too, and each result is sent back once with its arrays
-    out of band; the whole tree holds two processes' memory, not three (parent and two
-    workers). A plain ``os.fork`` and pipe: ``multiprocessing`` and ``concurrent.futures``
-    cost 18-25 ms to import and start, serial time before the reading.
+    No pool to start, the parent works too, and each result crosses once with its arrays out
+    of band; the whole tree holds two processes' memory, not three (parent and two workers).
+    A plain ``os.fork``: ``multiprocessing`` and ``concurrent.futures`` cost 18-25 ms to
+    import and start, serial time before the reading.
+
+    The child writes each result, as soon as it has it, to a file in memory shared by both
+    (:func:`_results_file`), and then where it ends down a pipe; this process maps the
+    result from there, with no copy. A write to that file never waits for this process (busy
+    with its own tasks), and a result the child finished early is taken at once: through a
+    pipe alone, each 20 MB result of a 250 MB log took ~25 ms of waking both processes every
+    64 KB and one more copy, all after the child's last task (the serial tail).
     """
     cut = _balanced_cut([_task_bytes(task) for task in tasks])
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:
-        _child(tasks[cut:], window, read_end, write_end)
-    os.close(write_end)
-    outcomes: list[_Outcome] = []
-    try:
-        with open(read_end, "rb", buffering=0) as receiver:
-            for at, task in enumerate(tasks):
-                if at < cut:
+    with _results_file() as results:
+        read_end, write_end = os.pipe()
+        child = os.fork()
+        if child == 0:
+            _child(tasks[cut:], window, results, read_end, write_end)
+        os.close(write_end)
+        outcomes: list[_Outcome] = []
+        try:
+            with open(read_end, "rb", buffering=0) as ends:
+                for task in tasks[:cut]:
                     outcomes.append(_Outcome(partial(_run, task, window)))
-                else:
-                    outcomes.append(_Outcome(partial(_received, receiver, task, window)))
-                progress.advance(_task_bytes(task))
-    except BaseException:  # Ctrl-C, or a bug: do not wait for the child's reading
-        os.kill(child, signal.SIGKILL)
-        raise
-    finally:
-        os.waitpid(child, 0)
+                    progress.advance(_task_bytes(task))
+                box = _Mailbox(results, ends)
+                for task in tasks[cut:]:
+                    outcomes.append(_Outcome(partial(_received, box, task, window)))
+                    progress.advance(_task_bytes(task))
+        except BaseException:  # Ctrl-C, or a bug: do not wait for the child's reading
+            os.kill(child, signal.SIGKILL)
+            raise
+        finally:
+            os.waitpid(child, 0)
     return outcomes
 
 
-def _child(tasks: Sequence[_Task], window: StepWindow, read_end: int, write_end: int) -> NoReturn:
-    """The forked child: run ``tasks``, send their results, and leave without the parent's
-    clean-up (its buffered output, its exit handlers), whatever happens."""
+def _results_file() -> io.FileIO:
+    """An anonymous file in memory for the forked child's results: a ``memfd`` (Linux), or
+    an unlinked temporary file where there is none."""
+    if hasattr(os, "memfd_create"):
+        return open(os.memfd_create("gradcheck-results"), "w+b", buffering=0)
+    import tempfile
+
+    return tempfile.TemporaryFile(buffering=0)
+
+
+def _child(
+    tasks: Sequence[_Task], window: StepWindow, results: io.FileIO, read_end: int, write_end: int
+) -> NoReturn:
+    """The forked child: run ``tasks``, append each one's result to ``results`` as soon as it
+    has it (``(True, result)`` or ``(False, error)``, see :func:`_send`) and send where it
+    ends down the pipe, then leave without the parent's clean-up (its buffered output, its
+    exit handlers), whatever happens. A result is dropped once written: the child never
+    holds more than one."""
     status = 1
     try:
         os.close(read_end)
-        with open(write_end, "wb") as sender:
-            _run_and_send(tasks, window, sender)
+        with (
+            open(results.fileno(), "wb", closefd=False) as sender,
+            open(write_end, "wb", buffering=0) as ends,
+        ):
+            for task in tasks:
+                try:
+                    message: tuple[bool, object] = (True, _run(task, window))
+                except BaseException as error:  # noqa: BLE001 - re-raised in the parent
+                    message = (False, error)
+                end = _send(sender, message)
+                del message
+                ends.write(end.to_bytes(8, "little"))
         status = 0
     finally:
         os._exit(status)
@@ -260,25 +294,18 @@ def _balanced_cut(sizes: Sequence[int]) -> int:
     return best
 
 
-def _run_and_send(tasks: Sequence[_Task], window: StepWindow, sender: BinaryIO) -> None:
-    """In the child: run every task, then send back ``(True, result)`` or ``(False, error)``
-    for each in order (all run first: a send blocks until the parent, busy with its own
-    tasks, reads, and the child would wait instead of working)."""
-    messages: list[tuple[bool, object]] = []
-    for task in tasks:
-        try:
-            messages.append((True, _run(task, window)))
-        except BaseException as error:  # noqa: BLE001 - re-raised in the parent
-            messages.append((False, error))
-    for message in messages:
-        _send(sender, message)
+ALIGNMENT = 64
+"""Each array's bytes start at a multiple of this offset in the results file (as numpy
+allocates them), so that an array mapped from there is aligned."""
 
 
-def _send(sender: BinaryIO, message: object) -> None:
-    """Write ``message`` with its numpy arrays' buffers out of band (pickle protocol 5).
+def _send(sender: BinaryIO, message: object) -> int:
+    """Append ``message`` to ``sender``, a seekable file, with its numpy arrays' buffers out
+    of band (pickle protocol 5); return the offset where it ends.
 
     The pickle holds only the small structure, after its length; each array's memory is then
-    written as it stands, so neither process ever holds a pickled copy beside the arrays.
+    written as it stands (at an offset multiple of :data:`ALIGNMENT`), so neither process
+    ever holds a pickled copy beside the arrays.
     """
     import pickle
 
@@ -289,20 +316,63 @@ def _send(sender: BinaryIO, message: object) -> None:
     sender.write(len(header).to_bytes(8, "little"))
     sender.write(header)
     for view in views:
+        sender.write(bytes(-sender.tell() % ALIGNMENT))
         sender.write(view)
     sender.flush()
+    return sender.tell()
 
 
-def _receive(receiver: io.RawIOBase) -> tuple[bool, object]:
-    """What :func:`_send` wrote: each buffer read into its own preallocated ``bytearray``,
-    which the unpickled array then uses as its memory (writable, no further copy)."""
+def _receive(memory: memoryview, start: int) -> tuple[tuple[bool, object], int]:
+    """The message :func:`_send` wrote at ``start`` of ``memory``, and where it ends: each
+    array uses its bytes in ``memory`` as its own (no copy; writable if ``memory`` is).
+    EOFError when the message does not fit in ``memory``."""
     import pickle
 
-    size = int.from_bytes(_read_exactly(receiver, 8), "little")
-    head, sizes = pickle.loads(_read_exactly(receiver, size))
-    buffers = [_read_exactly(receiver, size) for size in sizes]
+    def span(begin: int, size: int) -> memoryview:
+        if begin + size > len(memory):
+            raise EOFError(f"a message ends past the {len(memory)} bytes written")
+        return memory[begin : begin + size]
+
+    size = int.from_bytes(span(start, 8), "little")
+    head, sizes = pickle.loads(span(start + 8, size))
+    at = start + 8 + size
+    buffers = []
+    for size in sizes:
+        at += -at % ALIGNMENT
+        buffers.append(span(at, size))
+        at += size
     message: tuple[bool, object] = pickle.loads(head, buffers=buffers)
-    return message
+    return message, at
+
+
+class _Mailbox:
+    """The parent's side of the child's results: each message is mapped from the results
+    file once the pipe says where it ends."""
+
+    def __init__(self, results: io.FileIO, ends: io.RawIOBase) -> None:
+        self._results = results
+        self._ends = ends
+        self._start = 0
+
+    def next(self) -> tuple[bool, object]:
+        """The next message; EOFError when the child ended before sending it."""
+        import mmap
+
+        end = int.from_bytes(_read_exactly(self._ends, 8), "little")
+        offset = self._start - self._start % mmap.ALLOCATIONGRANULARITY
+        written = os.fstat(self._results.fileno()).st_size
+        if not self._start < end <= written:  # mapped past the end, a read would kill us
+            raise EOFError(f"a message said to end at {end}: {self._start}-{written} written")
+        # Private: the arrays are writable, and writes stay in this process. Unmapped when
+        # the last array using it goes (closing it here would fail while arrays use it).
+        mapped = mmap.mmap(
+            self._results.fileno(), end - offset, access=mmap.ACCESS_COPY, offset=offset
+        )
+        message, at = _receive(memoryview(mapped), self._start - offset)
+        if at != end - offset:
+            raise EOFError(f"a message ends at {at + offset}, not at {end} as said")
+        self._start = end
+        return message
 
 
 def _read_exactly(receiver: io.RawIOBase, size: int) -> bytearray:
@@ -317,10 +387,10 @@ def _read_exactly(receiver: io.RawIOBase, size: int) -> bytearray:
     return buffer
 
 
-def _received(receiver: io.RawIOBase, task: _Task, window: StepWindow) -> object:
+def _received(box: _Mailbox, task: _Task, window: StepWindow) -> object:
     """The child's result (its error re-raised here); read here if the child died."""
     try:
-        ok, value = _receive(receiver)
+        ok, value = box.next()
     except (EOFError, OSError):
         return _run(task, window)
     if not ok:

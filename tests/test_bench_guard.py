@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -252,7 +253,6 @@ def test_report_gives_medians_and_best_runs_and_checks_targets_on_medians() -> N
 def test_two_core_ceiling_reads_two_files_each_way_and_reports_the_ratio(
     tmp_path: Path,
 ) -> None:
-    import os
 
     from bench import ceiling
     from bench.report import render
@@ -286,10 +286,28 @@ def test_two_core_ceiling_reads_two_files_each_way_and_reports_the_ratio(
 
 
 def test_two_core_ceiling_says_when_gradcheck_fails(tmp_path: Path) -> None:
-    import os
 
     from bench import ceiling
 
     missing = [str(tmp_path / "a.tfevents"), str(tmp_path / "b.tfevents")]
     with pytest.raises(RuntimeError, match="gradcheck exited with"):
         ceiling.measure(missing, dict(os.environ), REPO, 1, sys.executable)
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memfd_create: Linux only")
+def test_memory_counts_the_in_memory_files_open_in_the_tree_once() -> None:
+    # gradcheck's forked child writes its results to a memfd, which no VmRSS counts.
+    from bench.measure import memory_files_kb
+
+    before = memory_files_kb([os.getpid()])
+    fd = os.memfd_create("bench-test")
+    try:
+        os.ftruncate(fd, 3 << 20)
+        duplicate = os.dup(fd)  # the same file through two descriptors counts once
+        try:
+            assert memory_files_kb([os.getpid(), os.getpid()]) - before == 3 * 1024
+        finally:
+            os.close(duplicate)
+    finally:
+        os.close(fd)
+    assert memory_files_kb([os.getpid()]) == before

@@ -5,7 +5,9 @@ byte ranges read apart."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import google_crc32c
@@ -493,34 +495,54 @@ def test_plan_splits_by_the_estimate_and_assumes_the_heads_plugins(
     assert set(second.assumed.values()) == {"histograms", "scalars"}
 
 
-def test_child_result_crosses_the_pipe_with_writable_arrays(tmp_path: Path) -> None:
-    # The arrays' buffers travel out of band (pickle protocol 5) into preallocated bytearrays:
-    # the received arrays equal the sent ones, are writable and own no pickled copy.
+@contextlib.contextmanager
+def _mailbox_with(*messages: tuple[bool, object]) -> Iterator[parallel._Mailbox]:
+    """The parent's side of a results file and pipe that ``messages`` were sent to (by this
+    process: a file never blocks its writer, and each end is 8 bytes in the pipe)."""
+    read_end, write_end = os.pipe()
+    with parallel._results_file() as results, open(read_end, "rb", buffering=0) as pipe:
+        with open(results.fileno(), "wb", closefd=False) as sender, open(write_end, "wb") as ends:
+            for message in messages:
+                ends.write(parallel._send(sender, message).to_bytes(8, "little"))
+        yield parallel._Mailbox(results, pipe)
+
+
+def _memory_owner(array: np.ndarray) -> object:
+    owner: object = array
+    while isinstance(owner, (np.ndarray, memoryview)):
+        owner = owner.base if isinstance(owner, np.ndarray) else owner.obj
+    return owner
+
+
+def test_results_are_mapped_from_the_results_file_aligned_and_writable(tmp_path: Path) -> None:
+    # The arrays' buffers travel out of band (pickle protocol 5): the received arrays equal
+    # the sent ones and use the mapped file as their memory (no copy), each aligned as numpy
+    # allocates; writing to one changes neither the file nor the next message.
+    import mmap
+
     path = tmp_path / "events.out.tfevents.1.v2"
     ef.write_events(path, tf2_steps(range(30)))
     sent = reduce_range(str(path), "run", StepWindow(), 0, -1)
-    read_end, write_end = os.pipe()
-    child = os.fork()  # the arrays are bigger than a pipe holds: a writer of its own
-    if child == 0:
-        try:
-            with open(write_end, "wb") as sender:
-                parallel._send(sender, (True, sent))
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with open(read_end, "rb", buffering=0) as receiver:
-        ok, got = parallel._receive(receiver)
-        assert receiver.read() == b""  # nothing more was written
-    os.waitpid(child, 0)
-    assert ok and isinstance(got, fastpath.RangeResult)
-    assert_same(sent.data, got.data)
-    series = got.data.histograms[("weights/dense/kernel", 0)]
-    owner = series.stats
-    while isinstance(owner, (np.ndarray, memoryview)):
-        owner = owner.base if isinstance(owner, np.ndarray) else owner.obj
-    assert series.stats.flags.writeable and isinstance(owner, bytearray)
-    assert series.steps.tolist() == list(range(30))
-    assert (got.values_read, got.tally.records) == (sent.values_read, sent.tally.records)
+    filler = np.arange(3 * mmap.ALLOCATIONGRANULARITY, dtype=np.float64)  # the next start
+    # past a page boundary: mapped from an offset
+    with _mailbox_with((True, filler), (True, sent), (True, sent)) as box:
+        ok, first = box.next()
+        assert ok and np.array_equal(first, filler)
+        first[:] = -1.0
+        for _ in range(2):
+            ok, got = box.next()
+            assert ok and isinstance(got, fastpath.RangeResult)
+            assert_same(sent.data, got.data)
+            assert (got.values_read, got.tally.records) == (sent.values_read, sent.tally.records)
+            series = got.data.histograms[("weights/dense/kernel", 0)]
+            assert series.steps.tolist() == list(range(30))
+            for array in (series.steps, series.stats, series.fingerprints, series.wall_times):
+                assert isinstance(_memory_owner(array), mmap.mmap)
+                assert array.ctypes.data % parallel.ALIGNMENT == 0
+                assert array.flags.writeable
+            series.stats[:] = 0.0
+        with pytest.raises(EOFError):
+            box.next()  # no more in the pipe
 
 
 def test_tasks_are_cut_in_two_runs_of_nearest_bytes() -> None:
@@ -531,25 +553,50 @@ def test_tasks_are_cut_in_two_runs_of_nearest_bytes() -> None:
     assert parallel._balanced_cut([20, 10, 25, 5]) == 2
 
 
+def test_without_memfd_results_go_through_an_unlinked_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delattr(os, "memfd_create", raising=False)
+    paths = []
+    for number in range(2):
+        path = tmp_path / f"events.out.tfevents.{number}.v2"
+        ef.write_events(path, tf2_steps(range(10)))
+        paths.append(str(path))
+    tasks = [parallel._Task(number, path, "run") for number, path in enumerate(paths)]
+    with parallel._results_file() as results:
+        assert os.fstat(results.fileno()).st_nlink == 0  # unlinked: gone once closed
+        if os.path.exists("/proc/self/fd"):
+            assert not os.readlink(f"/proc/self/fd/{results.fileno()}").startswith("/memfd:")
+    outcomes = parallel._parent_and_child(tasks, StepWindow(), _CountingProgress())
+    for path, outcome in zip(paths, outcomes, strict=True):
+        assert_same(outcome.result().data, reduce_file(path, "run", StepWindow()).data)
+
+
 def test_child_error_is_raised_in_the_parent(tmp_path: Path) -> None:
-    read_end, write_end = os.pipe()
-    with open(write_end, "wb") as sender:  # small: the pipe holds it
-        parallel._send(sender, (False, ValueError("child failed")))
     task = parallel._Task(0, str(tmp_path / "missing"), "run")
-    with open(read_end, "rb", buffering=0) as receiver, pytest.raises(ValueError, match="failed"):
-        parallel._received(receiver, task, StepWindow())
+    with (
+        _mailbox_with((False, ValueError("child failed"))) as box,
+        pytest.raises(ValueError, match="failed"),
+    ):
+        parallel._received(box, task, StepWindow())
 
 
-def test_a_child_that_ends_early_leaves_its_task_to_the_parent(tmp_path: Path) -> None:
-    """A child that dies mid-message (killed, out of memory): the parent reads the task."""
+@pytest.mark.parametrize("wrote", ["nothing", "half an end", "an end past the file"])
+def test_a_child_that_ends_early_leaves_its_task_to_the_parent(tmp_path: Path, wrote: str) -> None:
+    """A child that dies before a result is complete (killed, out of memory): the parent
+    reads the task itself, never what the child left half written."""
     path = tmp_path / "events.out.tfevents.1.v2"
     ef.write_events(path, tf2_steps(range(10)))
     read_end, write_end = os.pipe()
-    with open(write_end, "wb") as sender:
-        sender.write((1000).to_bytes(8, "little") + b"partial")
+    with open(write_end, "wb") as ends:
+        if wrote == "half an end":
+            ends.write((7).to_bytes(8, "little")[:4])
+        elif wrote == "an end past the file":
+            ends.write((1 << 20).to_bytes(8, "little"))
     task = parallel._Task(0, str(path), "run")
-    with open(read_end, "rb", buffering=0) as receiver:
-        got = parallel._received(receiver, task, StepWindow())
+    with parallel._results_file() as results, open(read_end, "rb", buffering=0) as pipe:
+        results.write(b"partial")
+        got = parallel._received(parallel._Mailbox(results, pipe), task, StepWindow())
     assert isinstance(got, FilePart)
     assert_same(got.data, reduce_file(str(path), "run", StepWindow()).data)
 
@@ -562,7 +609,8 @@ def test_the_parent_and_child_gather_every_tasks_outcome(
     paths = []
     for number in range(4):
         path = tmp_path / f"events.out.tfevents.{number}.v2"
-        ef.write_events(path, tf2_steps(range(10 * number, 10 * number + 10)))
+        first = 10 * number
+        ef.write_events(path, tf2_steps(range(first, first + 10), first_plugin_step=first))
         paths.append(str(path))
     tasks = [parallel._Task(number, path, "run") for number, path in enumerate(paths)]
     run = parallel._run
@@ -584,6 +632,36 @@ def test_the_parent_and_child_gather_every_tasks_outcome(
         assert_same(got.data, reduce_file(path, "run", StepWindow()).data)
     with pytest.raises(RuntimeError, match="a bug in the child"):
         outcomes[3].result()
+    import mmap  # the child's result is mapped, not copied
+
+    steps = outcomes[2].result().data.histograms[("weights/dense/kernel", 0)].steps
+    assert isinstance(_memory_owner(steps), mmap.mmap)
+
+
+def test_a_child_killed_mid_run_leaves_its_remaining_tasks_to_the_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the real fork: the child sends its first result, then dies (killed, out of
+    memory) in its second task; the parent reads that task itself."""
+    paths = []
+    for number in range(4):
+        path = tmp_path / f"events.out.tfevents.{number}.v2"
+        ef.write_events(path, tf2_steps(range(10 * number, 10 * number + 10)))
+        paths.append(str(path))
+    tasks = [parallel._Task(number, path, "run") for number, path in enumerate(paths)]
+    run, parent = parallel._run, os.getpid()
+
+    def dying_last(task: parallel._Task, window: StepWindow) -> object:
+        if task.path == paths[-1] and os.getpid() != parent:
+            os._exit(9)
+        return run(task, window)
+
+    monkeypatch.setattr(parallel, "_run", dying_last)
+    outcomes = parallel._parent_and_child(tasks, StepWindow(), _CountingProgress())
+    for path, outcome in zip(paths, outcomes, strict=True):
+        got = outcome.result()
+        assert isinstance(got, FilePart)
+        assert_same(got.data, reduce_file(path, "run", StepWindow()).data)
 
 
 def test_merge_ranges_frees_each_half_as_it_joins(tmp_path: Path) -> None:
