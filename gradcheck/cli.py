@@ -180,7 +180,7 @@ def cli() -> None:
     "-j",
     type=click.IntRange(min=1),
     metavar="N",
-    help="Processes reading event files (default: one per CPU; 1: no pool).",
+    help="Processes reading event files and judging runs (default: one per CPU; 1: this one only).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @debug_option

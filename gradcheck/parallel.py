@@ -18,7 +18,7 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, Protocol, TypeVar
 
 from gradcheck import fastpath
 from gradcheck.parts import FilePart, file_part, reduce_file, reduce_range
@@ -204,44 +204,84 @@ class _Outcome:
 def _parent_and_child(
     tasks: Sequence[_Task], window: StepWindow, progress: Progress
 ) -> list[_Outcome]:
-    """Two processes: the tasks split in two runs of about equal bytes, the later run in one
-    forked child, the earlier here meanwhile.
+    """The reading tasks on two processes (see :func:`in_two_processes`), by their bytes."""
+    return in_two_processes(
+        partial(_run, window=window),
+        tasks,
+        [_task_bytes(task) for task in tasks],
+        lambda task: progress.advance(_task_bytes(task)),
+    )
+
+
+_T = TypeVar("_T")
+_V = TypeVar("_V")
+
+
+def in_two_processes(
+    work: Callable[[_T], object],
+    items: Sequence[_T],
+    weights: Sequence[float],
+    done: Callable[[_T], None] | None = None,
+) -> list[_Outcome]:
+    """``work`` of every item on two processes: the items cut in two runs of about equal
+    ``weights``, the later run in one forked child, the earlier here meanwhile; outcomes in
+    item order (``done`` called as each is here). At least two items.
 
     No pool to start, the parent works too, and each result crosses once with its arrays out
     of band; the whole tree holds two processes' memory, not three (parent and two workers).
     A plain ``os.fork``: ``multiprocessing`` and ``concurrent.futures`` cost 18-25 ms to
-    import and start, serial time before the reading.
+    import and start, serial time before the work.
 
     The child writes each result, as soon as it has it, to a file in memory shared by both
     (:func:`_results_file`), and then where it ends down a pipe; this process maps the
     result from there, with no copy. A write to that file never waits for this process (busy
-    with its own tasks), and a result the child finished early is taken at once: through a
+    with its own items), and a result the child finished early is taken at once: through a
     pipe alone, each 20 MB result of a 250 MB log took ~25 ms of waking both processes every
-    64 KB and one more copy, all after the child's last task (the serial tail).
+    64 KB and one more copy, all after the child's last task (the serial tail). An item whose
+    result the child could not send (it died) is worked here.
     """
-    cut = _balanced_cut([_task_bytes(task) for task in tasks])
+    cut = _balanced_cut(weights)
     with _results_file() as results:
         read_end, write_end = os.pipe()
         child = os.fork()
         if child == 0:
-            _child(tasks[cut:], window, results, read_end, write_end)
+            _child(work, items[cut:], results, read_end, write_end)
         os.close(write_end)
         outcomes: list[_Outcome] = []
         try:
             with open(read_end, "rb", buffering=0) as ends:
-                for task in tasks[:cut]:
-                    outcomes.append(_Outcome(partial(_run, task, window)))
-                    progress.advance(_task_bytes(task))
                 box = _Mailbox(results, ends)
-                for task in tasks[cut:]:
-                    outcomes.append(_Outcome(partial(_received, box, task, window)))
-                    progress.advance(_task_bytes(task))
-        except BaseException:  # Ctrl-C, or a bug: do not wait for the child's reading
+                for at, item in enumerate(items):
+                    if at < cut:
+                        outcomes.append(_Outcome(partial(work, item)))
+                    else:
+                        outcomes.append(_Outcome(partial(_received, box, work, item)))
+                    if done is not None:
+                        done(item)
+        except BaseException:  # Ctrl-C, or a bug: do not wait for the child's work
             os.kill(child, signal.SIGKILL)
             raise
         finally:
             os.waitpid(child, 0)
     return outcomes
+
+
+def map_two(
+    work: Callable[[_T], _V],
+    items: Sequence[_T],
+    weights: Sequence[float],
+    least: float,
+    jobs: int | None,
+) -> list[_V]:
+    """``work`` of every item, in order: on two processes (:func:`in_two_processes`) when
+    ``jobs`` (None: one per CPU) allows it, ``os.fork`` exists, and each of the two halves
+    weighs at least ``least``; else here, one after the other."""
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs >= 2 and len(items) >= 2 and hasattr(os, "fork"):
+        cut = _balanced_cut(weights)
+        if min(sum(weights[:cut]), sum(weights[cut:])) >= least:
+            return [outcome.result() for outcome in in_two_processes(work, items, weights)]
+    return [work(item) for item in items]
 
 
 def _results_file() -> io.FileIO:
@@ -255,9 +295,13 @@ def _results_file() -> io.FileIO:
 
 
 def _child(
-    tasks: Sequence[_Task], window: StepWindow, results: io.FileIO, read_end: int, write_end: int
+    work: Callable[[_T], object],
+    items: Sequence[_T],
+    results: io.FileIO,
+    read_end: int,
+    write_end: int,
 ) -> NoReturn:
-    """The forked child: run ``tasks``, append each one's result to ``results`` as soon as it
+    """The forked child: ``work`` each item, append its result to ``results`` as soon as it
     has it (``(True, result)`` or ``(False, error)``, see :func:`_send`) and send where it
     ends down the pipe, then leave without the parent's clean-up (its buffered output, its
     exit handlers), whatever happens. A result is dropped once written: the child never
@@ -269,9 +313,9 @@ def _child(
             open(results.fileno(), "wb", closefd=False) as sender,
             open(write_end, "wb", buffering=0) as ends,
         ):
-            for task in tasks:
+            for item in items:
                 try:
-                    message: tuple[bool, object] = (True, _run(task, window))
+                    message: tuple[bool, object] = (True, work(item))
                 except BaseException as error:  # noqa: BLE001 - re-raised in the parent
                     message = (False, error)
                 end = _send(sender, message)
@@ -282,9 +326,9 @@ def _child(
         os._exit(status)
 
 
-def _balanced_cut(sizes: Sequence[int]) -> int:
-    """Where to cut the tasks in two runs (both non-empty) of the nearest total bytes."""
-    total, before = sum(sizes), 0
+def _balanced_cut(sizes: Sequence[float]) -> int:
+    """Where to cut the items in two runs (both non-empty) of the nearest total weight."""
+    total, before = sum(sizes), 0.0
     best, best_gap = 1, None
     for cut in range(1, len(sizes)):
         before += sizes[cut - 1]
@@ -387,12 +431,12 @@ def _read_exactly(receiver: io.RawIOBase, size: int) -> bytearray:
     return buffer
 
 
-def _received(box: _Mailbox, task: _Task, window: StepWindow) -> object:
-    """The child's result (its error re-raised here); read here if the child died."""
+def _received(box: _Mailbox, work: Callable[[_T], object], item: _T) -> object:
+    """The child's result (its error re-raised here); worked here if the child died."""
     try:
         ok, value = box.next()
     except (EOFError, OSError):
-        return _run(task, window)
+        return work(item)
     if not ok:
         raise value  # type: ignore[misc]
     return value

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import google_crc32c
@@ -578,7 +579,7 @@ def test_child_error_is_raised_in_the_parent(tmp_path: Path) -> None:
         _mailbox_with((False, ValueError("child failed"))) as box,
         pytest.raises(ValueError, match="failed"),
     ):
-        parallel._received(box, task, StepWindow())
+        parallel._received(box, partial(parallel._run, window=StepWindow()), task)
 
 
 @pytest.mark.parametrize("wrote", ["nothing", "half an end", "an end past the file"])
@@ -596,7 +597,8 @@ def test_a_child_that_ends_early_leaves_its_task_to_the_parent(tmp_path: Path, w
     task = parallel._Task(0, str(path), "run")
     with parallel._results_file() as results, open(read_end, "rb", buffering=0) as pipe:
         results.write(b"partial")
-        got = parallel._received(parallel._Mailbox(results, pipe), task, StepWindow())
+        box = parallel._Mailbox(results, pipe)
+        got = parallel._received(box, partial(parallel._run, window=StepWindow()), task)
     assert isinstance(got, FilePart)
     assert_same(got.data, reduce_file(str(path), "run", StepWindow()).data)
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import pickle
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from gradcheck import parallel, pipeline
 from gradcheck.config import DEFAULT_CONFIG
 from gradcheck.detect import analyze_run
 from gradcheck.discover import discover
 from gradcheck.errors import InputError
-from gradcheck.model import Report
+from gradcheck.model import Report, Run, RunReport
 from gradcheck.pipeline import FilePart, analyze, filter_layers, reduce_file
 from gradcheck.reader import read_run
 from gradcheck.series import reduce_records
@@ -123,3 +127,68 @@ def test_reduce_file_can_run_in_another_process(tmp_path: Path) -> None:
     copy = pickle.loads(pickle.dumps(part))
     assert isinstance(copy, FilePart) and copy.values_kept == part.values_kept
     assert sorted(copy.data.histograms) == sorted(part.data.histograms)
+
+
+def test_runs_judged_on_two_processes_report_as_on_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several runs share two processes for their verdicts (forced here: the runs are small);
+    the reports are the same as on one, in the same order, and the child did judge."""
+    for number, exploding in enumerate((True, False, True, False)):
+        write_run(tmp_path / f"run{number}", exploding=exploding, seed=number)
+    one = run_analysis(tmp_path, jobs=1)
+    judged_by: list[int] = []
+    judged = pipeline._judged
+
+    def noting(item: tuple[Run, Sequence[FilePart]], **options: object) -> RunReport:
+        report = judged(item, **options)  # type: ignore[arg-type]
+        return dataclasses.replace(report, warnings=(*report.warnings, f"pid {os.getpid()}"))
+
+    monkeypatch.setattr(pipeline, "_judged", noting)
+    monkeypatch.setattr(pipeline, "VERDICT_SPLIT_SECONDS", 0.0)
+    two = run_analysis(tmp_path, jobs=2)
+    for run in two.runs:
+        judged_by.append(int(run.warnings[-1].split()[-1]))
+    assert judged_by[:2] == [os.getpid()] * 2 and len(set(judged_by[2:])) == 1
+    assert judged_by[2] != os.getpid()
+    stripped = [dataclasses.replace(run, warnings=run.warnings[:-1]) for run in two.runs]
+    assert repr(stripped) == repr(list(one.runs))  # repr: NaN in the trends
+    assert [run.counts["nan"] > 0 for run in one.runs] == [True, False, True, False]
+
+
+def test_runs_are_judged_here_when_there_is_little_to_judge_or_one_job(tmp_path: Path) -> None:
+    items = list(range(4))
+    assert (
+        parallel.map_two(lambda _: os.getpid(), items, [1.0] * 4, 2.5, jobs=2) == [os.getpid()] * 4
+    )  # each half weighs 2, under 2.5
+    assert (
+        parallel.map_two(lambda _: os.getpid(), items, [1.0] * 4, 0.0, jobs=1) == [os.getpid()] * 4
+    )
+    pids = parallel.map_two(lambda _: os.getpid(), items, [1.0] * 4, 2.0, jobs=2)
+    assert pids[:2] == [os.getpid()] * 2 and os.getpid() not in pids[2:]
+
+
+def test_an_error_judging_a_run_in_the_child_is_raised_here() -> None:
+    def failing(item: int) -> int:
+        if item == 3:
+            raise ArithmeticError("bad run")
+        return item * 2
+
+    with pytest.raises(ArithmeticError, match="bad run"):
+        parallel.map_two(failing, [0, 1, 2, 3], [1.0] * 4, 0.0, jobs=2)
+
+
+def test_verdict_estimate_counts_a_series_once_and_its_rows_as_merged(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "three", exploding=False, files=3)
+    parts = [reduce_file(str(path), str(run), StepWindow()) for path in sorted(run.iterdir())]
+    keys = {key for part in parts for key in (*part.data.histograms, *part.data.scalars)}
+    rows = sum(
+        len(one)
+        for part in parts
+        for one in (*part.data.histograms.values(), *part.data.scalars.values())
+    )
+    assert len(keys) < sum(len(p.data.histograms) + len(p.data.scalars) for p in parts)
+    expected = (
+        len(keys) * pipeline.VERDICT_SECONDS_PER_SERIES + rows * pipeline.VERDICT_SECONDS_PER_ROW
+    )
+    assert pipeline._verdict_seconds(parts) == pytest.approx(expected)
