@@ -6,8 +6,10 @@ Each file is a task (:func:`gradcheck.parts.reduce_file`); a file of at least
 starting a new step (:func:`gradcheck.fastpath.split_offset`), joined back with
 :func:`gradcheck.fastpath.merge_ranges` (or read again in one piece when they cannot be joined
 exactly). On two processes (or with two tasks) this process reads about half the bytes and one
-forked child the rest; with more, a process pool. Less than :data:`POOL_MIN_BYTES` in all is
-read here alone: forking and sending back cost more than the second core saves.
+forked child the rest (:func:`in_two_processes`); with more, a process pool. Less than
+:data:`POOL_MIN_BYTES` in all is read here alone: forking and sending back cost more than the
+second core saves. :func:`map_two` shares other work out the same way (the verdicts of
+several runs).
 """
 
 from __future__ import annotations
