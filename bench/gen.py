@@ -8,7 +8,8 @@ Datasets, each a run directory under ``bench/data/`` with a ``<name>.json`` besi
 - ``histo-<size>``: PyTorch ``SummaryWriter.add_histogram`` style ``HistogramProto`` (min, max,
   num, sum, sum_squares, several hundred buckets), tags ``<param>`` and ``<param>.grad`` for
   ResNet-18, scalars ``Loss/train`` and ``lr`` as ``simple_value``.
-- ``<encoding>-<n>x<size>``: the same run split over n files (a resumed run), for the
+- ``<encoding>-<n>x<size>``: the same run split over n files (a resumed run), and
+  ``<encoding>-<n>runs<size>``: n runs of one file each (a sweep, ``run0`` ...), for the
   multi-core measurement.
 
 One event per value, as real writers do, with realistic wall times; values evolve over steps
@@ -16,7 +17,8 @@ One event per value, as real writers do, with realistic wall times; values evolv
 until it reaches its size. The framing is computed here with the C CRC32C and is byte-identical
 to ``RecordWriter``'s (checked in ``tests/test_bench_guard.py``).
 
-    python bench/gen.py --sizes 40MB,160MB,1GB --encodings tensor,histo --multi 4x40MB,4x250MB
+    python bench/gen.py --sizes 40MB,160MB,1GB --encodings tensor,histo \\
+        --multi 4x40MB,4x250MB,4runs40MB
 """
 
 from __future__ import annotations
@@ -53,13 +55,14 @@ class DatasetSpec:
     encoding: Encoding
     file_bytes: int
     files: int = 1
+    runs: bool = False  # each file a run of its own (a sweep), not the next part of one run
 
     @property
     def name(self) -> str:
         size = format_size(self.file_bytes)
-        return (
-            f"{self.encoding}-{size}" if self.files == 1 else f"{self.encoding}-{self.files}x{size}"
-        )
+        if self.files == 1:
+            return f"{self.encoding}-{size}"
+        return f"{self.encoding}-{self.files}{'runs' if self.runs else 'x'}{size}"
 
 
 @dataclass(frozen=True)
@@ -97,12 +100,17 @@ def format_size(size: int) -> str:
 
 
 def parse_dataset(name: str) -> DatasetSpec:
-    """``tensor-40MB`` or ``histo-4x40MB`` -> spec."""
-    match = re.fullmatch(r"(tensor|histo)-(?:(\d+)x)?(.+)", name)
+    """``tensor-40MB``, ``histo-4x40MB`` (one run in 4 files) or ``tensor-4runs40MB`` (4 runs
+    of one file each) -> spec."""
+    match = re.fullmatch(r"(tensor|histo)-(?:(\d+)(x|runs))?(.+)", name)
     if not match:
-        raise ValueError(f"not a dataset name: {name!r} (expected e.g. tensor-40MB, histo-4x40MB)")
+        raise ValueError(
+            f"not a dataset name: {name!r} (expected e.g. tensor-40MB, histo-4x40MB,"
+            " tensor-4runs40MB)"
+        )
     encoding: Encoding = "tensor" if match.group(1) == "tensor" else "histo"
-    return DatasetSpec(encoding, parse_size(match.group(3)), int(match.group(2) or 1))
+    files, runs = int(match.group(2) or 1), match.group(3) == "runs"
+    return DatasetSpec(encoding, parse_size(match.group(4)), files, runs and files > 1)
 
 
 class RecordFile:
@@ -201,24 +209,34 @@ def _file_name(wall_time: float, number: int, suffix: str) -> str:
 
 
 def write_dataset(directory: Path, spec: DatasetSpec, seed: int = 0) -> DatasetInfo:
-    """Write ``spec`` into ``directory`` (created; old event files removed) and describe it."""
+    """Write ``spec`` into ``directory`` (created; old event files removed) and describe it.
+
+    A sweep (``spec.runs``) puts each file in a run directory of its own (``run0``, ...), each
+    run from step 0 with values of its own seed; ``steps`` then counts every run's steps."""
     started = time.perf_counter()
     directory.mkdir(parents=True, exist_ok=True)
-    for old in directory.glob("*tfevents*"):
+    for old in directory.rglob("*tfevents*"):
         old.unlink()
     make_params, samples, suffix, writer_name, step_events = STYLES[spec.encoding]
     params: tuple[Parameter, ...] = make_params()
     model = ValueModel(params, samples, seed)
     clock = Clock(model)
     step, counts, paths, total = 0, {"histogram": 0, "scalar": 0}, [], 0
+    run_start = 0
     for number in range(spec.files):
-        path = directory / _file_name(clock.now, number, suffix)
+        where = directory
+        if spec.runs:
+            where = directory / f"run{number}"
+            where.mkdir(exist_ok=True)
+            model, run_start = ValueModel(params, samples, seed + number), step
+            clock = Clock(model)
+        path = where / _file_name(clock.now, number, suffix)
         out = RecordFile(path)
         out.write(encode.file_version_event(clock.tick(), writer_name))
         first: set[str] = set()
         while out.size < spec.file_bytes:
             clock.start_step()
-            for kind, payload in step_events(model, clock, step, first):
+            for kind, payload in step_events(model, clock, step - run_start, first):
                 out.write(payload)
                 counts[kind] += 1
             step += 1
@@ -275,11 +293,15 @@ def ensure_dataset(data_dir: Path, name: str, force: bool = False) -> DatasetInf
 def dataset_names(
     sizes: Sequence[str], encodings: Sequence[str], multi: Sequence[str]
 ) -> list[str]:
-    """Names for every (encoding, size) and every multi-file layout (e.g. ``4x40MB``)."""
+    """Names for every (encoding, size) and every multi-file layout (``4x40MB``: one run in 4
+    files; ``4runs40MB``: 4 runs of one file)."""
     names = [f"{enc}-{format_size(parse_size(size))}" for enc in encodings for size in sizes]
     for layout in multi:
-        files, _, size = layout.partition("x")
-        names += [f"{enc}-{int(files)}x{format_size(parse_size(size))}" for enc in encodings[:1]]
+        match = re.fullmatch(r"(\d+)(x|runs)(.+)", layout.strip())
+        if not match:
+            raise ValueError(f"not a multi-file layout: {layout!r} (expected e.g. 4x40MB)")
+        files, kind, size = int(match.group(1)), match.group(2), parse_size(match.group(3))
+        names += [f"{enc}-{files}{kind}{format_size(size)}" for enc in encodings[:1]]
     return names
 
 
@@ -294,7 +316,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="40MB,160MB,1GB", help="comma list of file sizes")
     parser.add_argument("--encodings", default="tensor,histo", help="tensor, histo or both")
     parser.add_argument(
-        "--multi", default="4x40MB,4x250MB", help="multi-file layouts (first encoding)"
+        "--multi",
+        default="4x40MB,4x250MB,4runs40MB",
+        help="multi-file layouts: 4x40MB (one run in 4 files), 4runs40MB (4 runs; first encoding)",
     )
     parser.add_argument("--force", action="store_true", help="rewrite even if up to date")
     args = parser.parse_args(argv)

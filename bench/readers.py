@@ -10,7 +10,8 @@
   back to its pure-Python record reader and CRC (what a user without TensorFlow gets).
 - ``gradcheck-read``: iterate ``gradcheck.read(path)`` (the reader alone, no statistics).
 
-PATH is a run directory (its event files are read in name order) or one event file. The
+PATH is a directory (its event files, its run directories' too, read in path order) or one
+event file. The
 reader prints one JSON line: values seen, import time and time after imports.
 """
 
@@ -28,10 +29,11 @@ _IMPORT_STARTED = time.perf_counter()
 
 
 def event_files(path: str) -> list[str]:
-    """The event files at ``path`` (a file, or a directory's ``*tfevents*`` files by name)."""
+    """The event files at ``path``: a file, or the ``*tfevents*`` files under a directory
+    (its run directories' too), by path."""
     if os.path.isfile(path):
         return [path]
-    return sorted(str(p) for p in Path(path).iterdir() if "tfevents" in p.name and p.is_file())
+    return sorted(str(p) for p in Path(path).rglob("*tfevents*") if p.is_file())
 
 
 def bare(path: str) -> dict[str, int]:

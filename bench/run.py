@@ -136,8 +136,12 @@ def _check_gradcheck(result_stdout: str, info: gen.DatasetInfo) -> tuple[int | N
     for layer in layers:
         verdicts[layer["verdict"]] = verdicts.get(layer["verdict"], 0) + 1
     problem = ""
-    if len(layers) != info.parameters:
+    runs = len(info.files) if gen.parse_dataset(info.name).runs else 1
+    if len(document["runs"]) != runs:
+        problem = f"{len(document['runs'])} runs reported, the log has {runs}"
+    elif len(layers) != runs * info.parameters:
         problem = f"{len(layers)} layers reported, the log has {info.parameters} parameters"
+        problem += f" in each of {runs} runs" if runs > 1 else ""
     return len(layers), verdicts, problem
 
 
@@ -286,7 +290,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", default="40MB,160MB,1GB", help="single-file log sizes")
     parser.add_argument("--encodings", default="tensor,histo", help="tensor, histo or both")
     parser.add_argument(
-        "--multi", default="4x40MB,4x250MB", help="multi-file layouts ('' for none)"
+        "--multi",
+        default="4x40MB,4x250MB,4runs40MB",
+        help="multi-file layouts: 4x40MB (one run in 4 files), 4runs40MB (4 runs); '' for none",
     )
     parser.add_argument("--readers", default=DEFAULT_READERS, help=f"of: {', '.join(READERS)}")
     parser.add_argument("--slow-max-size", default="40MB", help="largest log for slow readers")

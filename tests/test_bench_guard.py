@@ -8,6 +8,7 @@ real numbers come from ``make bench`` (bench/README.md).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -28,6 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from bench import encode, gen, readers  # noqa: E402
 from bench.network import keras_cnn, torch_resnet18  # noqa: E402
+from gradcheck.pipeline import analyze  # noqa: E402
 
 # ~6x in process on this 4 MB log (2026-11-30, idle; ~10x before the C statistics): wide margin
 GUARD_RATIO = 15.0
@@ -181,6 +183,33 @@ def test_dataset_names_round_trip() -> None:
     ]
     with pytest.raises(ValueError, match="not a size"):
         gen.parse_size("forty")
+    assert gen.parse_dataset("tensor-4runs40MB") == gen.DatasetSpec("tensor", 40_000_000, 4, True)
+    assert gen.parse_dataset("tensor-4runs40MB").name == "tensor-4runs40MB"
+    assert gen.dataset_names([], ["tensor"], ["4runs40MB", "2x1GB"]) == [
+        "tensor-4runs40MB",
+        "tensor-2x1GB",
+    ]
+    with pytest.raises(ValueError, match="not a multi-file layout"):
+        gen.dataset_names([], ["tensor"], ["4y40MB"])
+
+
+def test_a_sweep_is_runs_of_their_own_from_step_0(tmp_path: Path) -> None:
+    info = gen.write_dataset(tmp_path, gen.DatasetSpec("tensor", 300_000, 3, True), seed=5)
+    assert [Path(file).parent.name for file in info.files] == ["run0", "run1", "run2"]
+    runs = [readers.bare(file) for file in info.files]
+    whole = readers.bare(str(tmp_path))  # the bare loop finds every run's file
+    for key in ("events", "values"):
+        assert whole[key] == sum(run[key] for run in runs) > 0
+    first_steps, firsts = [], []
+    for file in info.files:
+        events = [event for event in _events(Path(file)) if event.HasField("summary")]
+        first_steps.append(events[0].step)
+        firsts.append(events[0].summary.SerializeToString())
+    assert first_steps == [0, 0, 0]
+    assert len(set(firsts)) == 3  # each run its own values
+    report = analyze([str(tmp_path)], jobs=1)
+    assert sorted(os.path.basename(run.run) for run in report.runs) == ["run0", "run1", "run2"]
+    assert all(run.counts["ok"] == info.parameters for run in report.runs)
 
 
 def _elapsed(function: Callable[[], object]) -> float:
@@ -336,3 +365,18 @@ def test_memory_of_a_forked_child_counts_what_it_shares_once() -> None:
     assert held.sum() == held.size
     assert alone >= 64 * 1024
     assert together < 1.25 * alone, (alone, together)
+
+
+def test_the_report_check_expects_every_run_of_a_sweep() -> None:
+    from bench.run import _check_gradcheck
+
+    info = gen.DatasetInfo("tensor-2runs1MB", "tensor", "d", ("a", "b"), 2, 1, 1, 1, 3, 1, 0.0)
+    layer = {"verdict": "ok"}
+    two_runs = json.dumps({"runs": [{"layers": [layer] * 3}] * 2})
+    assert _check_gradcheck(two_runs, info) == (6, {"ok": 6}, "")
+    one_run = json.dumps({"runs": [{"layers": [layer] * 3}]})
+    assert _check_gradcheck(one_run, info)[2] == "1 runs reported, the log has 2"
+    short = json.dumps({"runs": [{"layers": [layer] * 3}, {"layers": [layer]}]})
+    assert "in each of 2 runs" in _check_gradcheck(short, info)[2]
+    single = dataclasses.replace(info, name="tensor-1MB", files=("a",))
+    assert _check_gradcheck(one_run, single) == (3, {"ok": 3}, "")
