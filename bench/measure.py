@@ -2,13 +2,15 @@
 
 Peak memory comes from ``/proc``, sampled every 10 ms over the child and its descendants:
 ``VmHWM`` (each process's own high-water mark, exact whenever the process lived long enough to
-be sampled once) and the sum over the tree of each process's proportional set size (``Pss``:
-what a process pool holds at once, pages shared by a forked child counted once; ``VmRSS``
-where the kernel gives no ``Pss``; a lower bound, as a peak shorter than the interval can be
-missed), plus the in-memory files (``memfd``) open in the tree, which no process's memory
-counts until it maps them (and then twice: an upper bound for those). ``ru_maxrss`` from
-``wait4`` is not used: Linux carries the forking parent's high-water mark across ``exec``, so
-it reports at least the benchmark driver's own size. Linux only.
+be sampled once) and the sum of ``VmRSS`` over the tree (what a process pool holds at once; a
+lower bound, as a peak shorter than the interval can be missed; but pages a forked child still
+shares with its parent count in both), plus the in-memory files (``memfd``) open in the tree,
+which no ``VmRSS`` counts until they are mapped (and then twice). ``Pss`` would count shared
+pages once, but reading ``smaps_rollup`` walks the process's page tables: sampled every 10 ms
+it kept ~0.14 CPU busy (against ~0.05) and slowed the two-process runs it measured (4 runs of
+40 MB: 1.14x over ``--jobs 1`` against 1.44x). ``ru_maxrss`` from ``wait4`` is not used:
+Linux carries the forking parent's high-water mark across ``exec``, so it reports at least the
+benchmark driver's own size. Linux only.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class Measurement:
     wall_seconds: float
     cpu_seconds: float  # user + system, child and its waited-for descendants
     max_rss_mb: float  # largest VmHWM of any process in the tree
-    tree_rss_mb: float  # peak of the summed Pss (and memfds) over the tree, >= max_rss_mb
+    tree_rss_mb: float  # peak of the summed VmRSS (and memfds) over the tree, >= max_rss_mb
     other_cpus: float  # CPUs kept busy by other processes meanwhile (0 = quiet machine)
     returncode: int
     stdout: str
@@ -60,12 +62,7 @@ def _children(pid: int) -> list[int]:
 
 
 def memory_kb(pid: int) -> tuple[int, int]:
-    """``(Pss or VmRSS, VmHWM)`` of ``pid`` in kB; zeros when it is gone.
-
-    ``VmRSS`` counts every page a process maps, so a forked child counts all it still shares
-    with its parent (the whole of the parent's memory at the fork) a second time; ``Pss``
-    splits each shared page between the processes that map it.
-    """
+    """``(VmRSS, VmHWM)`` of ``pid`` in kB; zeros when it is gone."""
     rss = peak = 0
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -75,18 +72,12 @@ def memory_kb(pid: int) -> tuple[int, int]:
                 peak = int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]), peak
-    except (OSError, ValueError, IndexError):
-        pass
     return rss, peak
 
 
 def memory_files_kb(pids: Sequence[int]) -> int:
     """Size in kB of the in-memory files (``memfd``) open in ``pids``, each counted once:
-    memory that no process's ``Pss`` holds until it maps it (gradcheck's forked child
+    memory that no process's ``VmRSS`` holds until it maps it (gradcheck's forked child
     writes its results to one)."""
     sizes: dict[int, int] = {}
     for pid in pids:
