@@ -240,12 +240,22 @@ def in_two_processes(
     with its own items), and a result the child finished early is taken at once: through a
     pipe alone, each 20 MB result of a 250 MB log took ~25 ms of waking both processes every
     64 KB and one more copy, all after the child's last task (the serial tail). An item whose
-    result the child could not send (it died) is worked here.
+    result the child could not send (it died) is worked here; so is every item when there is
+    no file for the results or no child can be forked.
     """
     cut = _balanced_cut(weights)
-    with _results_file() as results:
+    try:
+        results = _results_file()
+    except OSError:  # no memory file and no temporary one: all here
+        return _here(work, items, done)
+    with results:
         read_end, write_end = os.pipe()
-        child = os.fork()
+        try:
+            child = os.fork()
+        except OSError:  # at the process limit, or out of memory: all here
+            os.close(read_end)
+            os.close(write_end)
+            return _here(work, items, done)
         if child == 0:
             _child(work, items[cut:], results, read_end, write_end)
         os.close(write_end)
@@ -286,11 +296,26 @@ def map_two(
     return [work(item) for item in items]
 
 
+def _here(
+    work: Callable[[_T], object], items: Sequence[_T], done: Callable[[_T], None] | None
+) -> list[_Outcome]:
+    """What :func:`in_two_processes` gives, with every item worked in this process."""
+    outcomes = []
+    for item in items:
+        outcomes.append(_Outcome(partial(work, item)))
+        if done is not None:
+            done(item)
+    return outcomes
+
+
 def _results_file() -> io.FileIO:
     """An anonymous file in memory for the forked child's results: a ``memfd`` (Linux), or
-    an unlinked temporary file where there is none."""
+    an unlinked temporary file where there is none (or a sandbox refuses it)."""
     if hasattr(os, "memfd_create"):
-        return open(os.memfd_create("gradcheck-results"), "w+b", buffering=0)
+        try:
+            return open(os.memfd_create("gradcheck-results"), "w+b", buffering=0)
+        except OSError:
+            pass
     import tempfile
 
     return tempfile.TemporaryFile(buffering=0)

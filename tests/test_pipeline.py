@@ -7,6 +7,7 @@ import os
 import pickle
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -192,3 +193,32 @@ def test_verdict_estimate_counts_a_series_once_and_its_rows_as_merged(tmp_path: 
         len(keys) * pipeline.VERDICT_SECONDS_PER_SERIES + rows * pipeline.VERDICT_SECONDS_PER_ROW
     )
     assert pipeline._verdict_seconds(parts) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("refused", ["memfd", "memfd and temporary file", "fork"])
+def test_without_a_results_file_or_a_child_everything_is_worked_here(
+    monkeypatch: pytest.MonkeyPatch, refused: str
+) -> None:
+    """A sandbox that refuses memfd_create, a full or read-only /tmp, a process limit: the
+    work is done in this process (the memory file falls back to a temporary one first)."""
+    import tempfile
+
+    def refuse(*_: object, **__: object) -> NoReturn:
+        raise PermissionError("refused")
+
+    if "memfd" in refused:
+        monkeypatch.setattr(os, "memfd_create", refuse, raising=False)
+    if "temporary" in refused:
+        monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
+    if refused == "fork":
+        monkeypatch.setattr(os, "fork", refuse)
+    done: list[int] = []
+    outcomes = parallel.in_two_processes(
+        lambda _: os.getpid(), [0, 1, 2, 3], [1.0] * 4, done.append
+    )
+    pids = [outcome.result() for outcome in outcomes]
+    if refused == "memfd":  # a temporary file instead: the child still works
+        assert pids[:2] == [os.getpid()] * 2 and os.getpid() not in pids[2:]
+    else:
+        assert pids == [os.getpid()] * 4
+    assert done == [0, 1, 2, 3]
