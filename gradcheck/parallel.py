@@ -106,9 +106,13 @@ def read_files(
     if (len(tasks) == 2 or jobs == 2) and hasattr(os, "fork"):  # half here, half in a child
         return _assemble(_parent_and_child(tasks, window, progress), tasks, files, window)
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=_context()) as pool:
-        return _gather(pool, tasks, files, window, progress)
+    try:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=_context()) as pool:
+            return _gather(pool, tasks, files, window, progress)
+    except (BrokenProcessPool, OSError):  # no worker could start, or one died: read here
+        return [reduce_file(path, run, window, progress.reporter()) for path, run in files]
 
 
 def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int], jobs: int) -> list[_Task]:

@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import NoReturn
 
 import google_crc32c
 import numpy as np
@@ -466,6 +467,31 @@ def test_pool_over_files_and_ranges_matches_one_process(
     for (path, _), part in zip(files, pooled, strict=True):
         reference = reduce_file_reference(path, str(tmp_path), StepWindow())
         assert_same(reference.data, part.data)
+
+
+def test_a_pool_that_cannot_work_leaves_the_reading_to_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No worker can start (a process limit), or one dies (out of memory): the files are read
+    here, with the same result."""
+    from concurrent.futures import process
+
+    monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 1)
+    files = []
+    for number in range(3):
+        path = tmp_path / f"events.out.tfevents.{number}.v2"
+        ef.write_events(path, tf2_steps(range(number * 10, number * 10 + 12)))
+        files.append((str(path), str(tmp_path)))
+
+    class Broken(process.ProcessPoolExecutor):
+        def submit(self, *args: object, **kwargs: object) -> NoReturn:  # type: ignore[override]
+            raise process.BrokenProcessPool("a worker died")
+
+    monkeypatch.setattr(process, "ProcessPoolExecutor", Broken)
+    monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", Broken)
+    parts = parallel.read_files(files, StepWindow(), _CountingProgress(), jobs=8)
+    for (path, _), part in zip(files, parts, strict=True):
+        assert_same(reduce_file(path, str(tmp_path), StepWindow()).data, part.data)
 
 
 def test_a_big_file_is_split_when_its_reading_is_estimated_long_enough() -> None:
