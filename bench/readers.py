@@ -11,8 +11,7 @@
 - ``gradcheck-read``: iterate ``gradcheck.read(path)`` (the reader alone, no statistics).
 
 PATH is a directory (its event files, its run directories' too, read in path order) or one
-event file. The
-reader prints one JSON line: values seen, import time and time after imports.
+event file. The reader prints one JSON line: values seen, import time and time after imports.
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ VERDICT_SPLIT_SECONDS = 0.05
 """Runs are judged on two processes when each half is estimated to take this long: the fork
 (a few ms for a process holding the runs' series) and the child's copy-on-write page faults
 are then well covered. (Measured 2026-11-30 from the command line: the 28 small runs of the
-test corpus, halves estimated 0.047 and 0.043 s, gained nothing; the 30 runs of the test
+test corpus, halves estimated 0.047 and 0.043 s, gained nothing; the 41 runs of the test
 zoo went from 0.95-1.02 s to 0.76-0.78 s.)"""
 
 
