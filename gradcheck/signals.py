@@ -10,13 +10,14 @@ are preferred over bucket estimates; non-finite counts logged as scalars mark ba
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 
 from gradcheck.series import HistogramSeries, RunData
-from gradcheck.stats import median, nanmedian, wasserstein_from_quantiles
+from gradcheck.stats import median, nan_to_num, nanmedian, wasserstein_from_quantiles
 from gradcheck.tags import ParameterTags
 
 DENSE_SHARE = 0.999
@@ -36,6 +37,14 @@ class GradientSignal:
     error_bound: float  # largest relative error bound of the norm estimates (0 when exact)
     count: float  # elements (NaN when unknown)
     steps_logged: int  # steps read over the whole run (more than ``steps`` once thinned)
+
+    @functools.cached_property
+    def level(self) -> float:
+        """Median per-element RMS over the logged steps (NaN when none is finite), computed
+        once: the run context, two rules and the report each ask for it."""
+        if not np.isfinite(self.rms).any():
+            return float("nan")
+        return nanmedian(self.rms)
 
 
 @dataclass(frozen=True, eq=False)
@@ -156,7 +165,7 @@ def _sparse_rms(norm: np.ndarray, count: float, zero_share: np.ndarray) -> np.nd
     """Per-element RMS over the non-zero part: an embedding's few non-zero rows set its size."""
     if not np.isfinite(count) or count <= 0:
         return norm.copy()
-    share = np.nan_to_num(zero_share, nan=0.0)
+    share = nan_to_num(zero_share, nan=0.0)
     nonzero = np.where(share < DENSE_SHARE, 1.0 - share, 1.0)
     return norm / np.sqrt(count * nonzero)
 
@@ -244,19 +253,28 @@ def weight_scale(weight: WeightSignal, run_spread: float, first: int = 0) -> tup
 def movement(weight: WeightSignal, run_spread: float) -> Movement | None:
     """Movement of a weight histogram series over the run; None with fewer than 2 usable steps."""
     usable = np.isfinite(weight.quantiles).all(axis=1)
-    if weight.fingerprints.size == 0 or usable.sum() < 2:
+    count = int(usable.sum())
+    if weight.fingerprints.size == 0 or count < 2:
         return None
+    every = count == usable.size  # the usual case: the arrays as they are, not copies
+
+    def used(values: np.ndarray) -> np.ndarray:
+        return values if every else values[usable]
+
     first = int(np.argmax(usable))
-    identical = bool((weight.fingerprints[usable] == weight.fingerprints[first]).all())
+    identical = bool((used(weight.fingerprints) == weight.fingerprints[first]).all())
     scale, source = weight_scale(weight, run_spread, first)
     if identical:
         return Movement(True, 0.0, 0.0, 0.0, scale, source)
-    grids = weight.quantiles[usable]
+    grids = weight.quantiles[usable]  # a copy in C order even when every step is usable: the
+    # distances' sums run in that order (numpy's and the C kernel's, see _grids_for_c)
     from_first = wasserstein_from_quantiles(grids, grids[0])
     updates = wasserstein_from_quantiles(grids[1:], grids[:-1])
-    norms = weight.norm[usable]
+    norms = used(weight.norm)
     norm_scale = max(abs(float(norms[0])), scale * np.sqrt(max(weight.count, 1.0)))
-    extremes = np.abs(grids[:, [0, -1]] - grids[0, [0, -1]]).max()
+    extremes = max(  # of the minimum and of the maximum
+        np.abs(grids[:, 0] - grids[0, 0]).max(), np.abs(grids[:, -1] - grids[0, -1]).max()
+    )
     return Movement(
         bit_identical=False,
         from_first=float(from_first.max() / scale),

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradcheck.native import extension
+
 PERCENTILES: tuple[float, ...] = (1.0, 5.0, 25.0, 50.0, 75.0, 95.0, 99.0)
 """Percentiles kept per histogram and step."""
 
@@ -363,9 +365,33 @@ def wasserstein_from_quantiles(grid_a: np.ndarray, grid_b: np.ndarray) -> np.nda
     trapezoid rule on the grid, exact when both quantile functions are linear between grid
     points. Two identical grids give exactly 0.
     """
-    difference = np.abs(np.asarray(grid_a, dtype=np.float64) - np.asarray(grid_b, np.float64))
-    widths = np.diff(QUANTILE_LEVELS)
-    return ((difference[..., 1:] + difference[..., :-1]) / 2 * widths).sum(axis=-1)
+    grid_a, grid_b = np.asarray(grid_a, dtype=np.float64), np.asarray(grid_b, dtype=np.float64)
+    scan = extension()
+    if scan is not None and _grids_for_c(grid_a, grid_b):
+        distances = np.empty(grid_a.shape[0])
+        scan.wasserstein(grid_a, grid_b, _LEVEL_WIDTHS, distances)
+        return distances
+    difference = np.abs(grid_a - grid_b)
+    return ((difference[..., 1:] + difference[..., :-1]) / 2 * _LEVEL_WIDTHS).sum(axis=-1)
+
+
+_LEVEL_WIDTHS = np.diff(QUANTILE_LEVELS)
+
+
+def _grids_for_c(grid_a: np.ndarray, grid_b: np.ndarray) -> bool:
+    """Whether ``_scan.wasserstein`` takes these grids (as movement passes them: rows of a
+    weight's grids against its first or its previous ones). Its sum of a row's eight
+    trapezoids is written for nine levels; numpy, with a grid per row, ran one short inner
+    loop per grid (~0.16 ms for 1,500 grids, against ~0.02 ms)."""
+    levels = QUANTILE_LEVELS.size
+    return (
+        levels == 9
+        and grid_a.ndim == 2
+        and grid_a.shape[1] == levels
+        and grid_b.shape in (grid_a.shape, (levels,))
+        and grid_a.flags.c_contiguous
+        and grid_b.flags.c_contiguous
+    )
 
 
 def median(values: np.ndarray | Sequence[float]) -> float:
@@ -389,6 +415,16 @@ def nanmedian(values: np.ndarray) -> float:
     """``float(np.nanmedian(values))`` (NaN when every value is NaN, without its warning),
     without ``np.nanmedian``'s overhead and its import of ``numpy.ma`` (~8 ms of start-up)."""
     return median(values[~np.isnan(values)])
+
+
+def nan_to_num(values: np.ndarray, nan: float) -> np.ndarray:
+    """``np.nan_to_num(values, nan=nan)`` of a float array, bit for bit (NaN -> ``nan``, +-inf
+    -> the dtype's largest finite magnitude), without its dispatch and its ``isposinf`` and
+    ``isneginf`` calls (~40 us a call, 5-10 times a parameter)."""
+    largest = np.finfo(values.dtype).max
+    result = np.clip(values, -largest, largest)  # +-inf to +-largest; NaN stays NaN
+    result[np.isnan(result)] = nan
+    return result
 
 
 def percentile(values: np.ndarray, q: float) -> float:

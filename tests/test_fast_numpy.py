@@ -13,7 +13,7 @@ from hypothesis.extra.numpy import arrays
 
 from gradcheck.clipping import downsample
 from gradcheck.signals import common_steps
-from gradcheck.stats import median, nanmedian, percentile
+from gradcheck.stats import median, nan_to_num, nanmedian, percentile
 
 FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64)
 VALUES = arrays(np.float64, st.integers(0, 60), elements=FLOATS)
@@ -91,3 +91,15 @@ def test_common_steps_is_intersect1d(a: np.ndarray, b: np.ndarray) -> None:
         assert np.array_equal(got, want)
     same_steps, in_a, in_b = common_steps(a, a.copy())
     assert np.array_equal(same_steps, a) and np.array_equal(in_a, np.arange(a.size))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    VALUES | arrays(np.float32, st.integers(0, 30), elements=st.floats(width=32)),
+    st.sampled_from([0.0, -0.0, np.inf, -1.5]),
+)
+def test_nan_to_num_is_np_nan_to_num(values: np.ndarray, nan: float) -> None:
+    expected = np.nan_to_num(values, nan=nan)
+    got = nan_to_num(values, nan=nan)
+    assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
+    assert got is not values  # a copy, as numpy's (the input is left as it was)

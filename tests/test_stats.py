@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from gradcheck import native
+from gradcheck import stats as stats_module
 from gradcheck.stats import (
     COLUMN,
     FIELD_NAMES,
@@ -18,6 +20,8 @@ from gradcheck.stats import (
     wasserstein_from_quantiles,
 )
 from tests.histograms import Buckets, tf2_buckets, torch_proto
+
+NO_EXTENSION = "the C engine is not built, or GRADCHECK_NO_EXT=1"
 
 
 def stats_of(buckets: Buckets) -> HistStats:
@@ -230,3 +234,47 @@ def test_finite_values_beyond_the_outermost_bucket_are_not_nonfinite() -> None:
     stats = stats_of(buckets)
     assert stats.nonfinite_share == 0.0 and not stats.has_nonfinite
     assert stats.l2_norm == pytest.approx(np.linalg.norm(values))  # exact fields still hold
+
+
+grid_values = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.sampled_from([0.0, -0.0, 1e-300, -1e308, 1e308, float("inf"), float("nan")]),
+)
+
+
+@pytest.mark.skipif(native.extension() is None, reason=NO_EXTENSION)
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 30).flatmap(
+        lambda n: st.tuples(
+            arrays(np.float64, (n, QUANTILE_LEVELS.size), elements=grid_values),
+            st.one_of(
+                arrays(np.float64, (n, QUANTILE_LEVELS.size), elements=grid_values),
+                arrays(np.float64, (QUANTILE_LEVELS.size,), elements=grid_values),
+            ),
+        )
+    )
+)
+def test_wasserstein_in_c_is_numpys_bit_for_bit(grids: tuple[np.ndarray, np.ndarray]) -> None:
+    """The C kernel (rows of grids against as many, or against one) gives numpy's sums of the
+    same trapezoids in numpy's order: equal bits (NaN for NaN, the sign of a zero)."""
+    grid_a, grid_b = grids
+    in_c = wasserstein_from_quantiles(grid_a, grid_b)
+    with pytest.MonkeyPatch.context() as patch, np.errstate(all="ignore"):
+        patch.setattr(stats_module, "extension", lambda: None)
+        in_numpy = wasserstein_from_quantiles(grid_a, grid_b)
+    assert in_c.shape == in_numpy.shape == (grid_a.shape[0],)
+    same = (in_c.view(np.uint64) == in_numpy.view(np.uint64)) | (
+        np.isnan(in_c) & np.isnan(in_numpy)
+    )
+    assert same.all(), (in_c, in_numpy)
+
+
+def test_wasserstein_takes_other_shapes_through_numpy() -> None:
+    grid = np.linspace(-1.0, 1.0, QUANTILE_LEVELS.size)
+    three = np.stack([grid, grid * 2, grid * 3])[:, None, :]  # [3, 1, 9]: not for the C kernel
+    assert wasserstein_from_quantiles(three, grid).shape == (3, 1)
+    strided = np.stack([grid, grid * 2], axis=1).T  # [2, 9], not C-contiguous
+    assert not strided.flags.c_contiguous
+    expected = wasserstein_from_quantiles(np.ascontiguousarray(strided), grid)
+    assert np.array_equal(wasserstein_from_quantiles(strided, grid), expected)

@@ -16,7 +16,7 @@ import numpy as np
 from gradcheck.config import Config
 from gradcheck.model import Verdict
 from gradcheck.signals import Movement, Parameter
-from gradcheck.stats import median, nanmedian
+from gradcheck.stats import median
 
 BASE_SEVERITY: Mapping[Verdict, float] = {
     "nan": 4.0,
@@ -99,7 +99,4 @@ def early_and_late(values: np.ndarray, config: Config) -> tuple[float, float, np
 
 def gradient_level(parameter: Parameter) -> float:
     """Median per-element gradient RMS over the logged steps (NaN without a gradient)."""
-    if parameter.gradient is None or not np.isfinite(parameter.gradient.rms).any():
-        return float("nan")
-    rms = parameter.gradient.rms
-    return nanmedian(rms)
+    return float("nan") if parameter.gradient is None else parameter.gradient.level

@@ -23,7 +23,7 @@ from gradcheck.rules.base import (
     severity,
 )
 from gradcheck.signals import Parameter, common_steps
-from gradcheck.stats import median
+from gradcheck.stats import median, nan_to_num
 
 NEAR_BASELINE = 2.0  # a rise departs from the baseline after the last step within 2x of it
 
@@ -78,7 +78,7 @@ def find_rise(
         return None
     baseline = median(positive[finite[: baseline_size(finite.size, config)]])
     ratio = positive / baseline
-    above = np.nan_to_num(ratio, nan=0.0) >= config.explode_factor
+    above = nan_to_num(ratio, nan=0.0) >= config.explode_factor
     for start, end in _episodes(above):
         departure = _departure(ratio, start)
         if departure == 0 and not ratio[0] <= NEAR_BASELINE:

@@ -88,7 +88,7 @@ def _gradient_note(parameter: Parameter, context: RunContext) -> str:
     median = nanmedian(gradient.norm)
     if not median > 0:
         return "; its gradient is zero"
-    grad_rms = nanmedian(gradient.rms)
+    grad_rms = gradient.level
     weight = parameter.weight
     weight_rms = nanmedian(weight.rms) if weight is not None else float("nan")
     if grad_rms < FLOAT32_RESOLUTION * weight_rms:

@@ -15,6 +15,7 @@ from gradcheck.rules.base import (
     severity,
 )
 from gradcheck.signals import Parameter
+from gradcheck.stats import nan_to_num
 
 
 def find_vanishing(parameter: Parameter, context: RunContext) -> Finding | None:
@@ -51,7 +52,7 @@ def _sibling_is_healthy(parameter: Parameter, context: RunContext) -> bool:
 def _first_below(parameter: Parameter, threshold: float) -> int:
     gradient = parameter.gradient
     assert gradient is not None
-    below = np.nan_to_num(gradient.rms, nan=np.inf) < threshold
+    below = nan_to_num(gradient.rms, nan=np.inf) < threshold
     return int(gradient.steps[np.argmax(below)]) if below.any() else int(gradient.steps[0])
 
 
