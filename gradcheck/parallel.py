@@ -251,7 +251,7 @@ def in_two_processes(
     try:
         results = _results_file()
     except OSError:  # no memory file and no temporary one: all here
-        return _here(work, items, done)
+        return _outcomes(work, items, done, len(items))
     with results:
         read_end, write_end = os.pipe()
         try:
@@ -259,27 +259,18 @@ def in_two_processes(
         except OSError:  # at the process limit, or out of memory: all here
             os.close(read_end)
             os.close(write_end)
-            return _here(work, items, done)
+            return _outcomes(work, items, done, len(items))
         if child == 0:
             _child(work, items[cut:], results, read_end, write_end)
         os.close(write_end)
-        outcomes: list[_Outcome] = []
         try:
             with open(read_end, "rb", buffering=0) as ends:
-                box = _Mailbox(results, ends)
-                for at, item in enumerate(items):
-                    if at < cut:
-                        outcomes.append(_Outcome(partial(work, item)))
-                    else:
-                        outcomes.append(_Outcome(partial(_received, box, work, item)))
-                    if done is not None:
-                        done(item)
+                return _outcomes(work, items, done, cut, _Mailbox(results, ends))
         except BaseException:  # Ctrl-C, or a bug: do not wait for the child's work
             os.kill(child, signal.SIGKILL)
             raise
         finally:
             os.waitpid(child, 0)
-    return outcomes
 
 
 def map_two(
@@ -300,13 +291,21 @@ def map_two(
     return [work(item) for item in items]
 
 
-def _here(
-    work: Callable[[_T], object], items: Sequence[_T], done: Callable[[_T], None] | None
+def _outcomes(
+    work: Callable[[_T], object],
+    items: Sequence[_T],
+    done: Callable[[_T], None] | None,
+    cut: int,
+    box: _Mailbox | None = None,
 ) -> list[_Outcome]:
-    """What :func:`in_two_processes` gives, with every item worked in this process."""
+    """The outcome of every item, in order (``done`` called after each): worked here before
+    ``cut``, taken from the child's ``box`` from there on."""
     outcomes = []
-    for item in items:
-        outcomes.append(_Outcome(partial(work, item)))
+    for at, item in enumerate(items):
+        if at < cut or box is None:
+            outcomes.append(_Outcome(partial(work, item)))
+        else:
+            outcomes.append(_Outcome(partial(_received, box, work, item)))
         if done is not None:
             done(item)
     return outcomes

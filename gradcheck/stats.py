@@ -381,8 +381,8 @@ _LEVEL_WIDTHS = np.diff(QUANTILE_LEVELS)
 def _grids_for_c(grid_a: np.ndarray, grid_b: np.ndarray) -> bool:
     """Whether ``_scan.wasserstein`` takes these grids (as movement passes them: rows of a
     weight's grids against its first or its previous ones). Its sum of a row's eight
-    trapezoids is written for nine levels; numpy, with a grid per row, ran one short inner
-    loop per grid (~0.16 ms for 1,500 grids, against ~0.02 ms)."""
+    trapezoids is written for nine levels; numpy, with a grid per row, runs one short inner
+    loop per grid (105-115 us for 1,559 grids, against 33 us, each with its Python call)."""
     levels = QUANTILE_LEVELS.size
     return (
         levels == 9
@@ -420,7 +420,7 @@ def nanmedian(values: np.ndarray) -> float:
 def nan_to_num(values: np.ndarray, nan: float) -> np.ndarray:
     """``np.nan_to_num(values, nan=nan)`` of a float array, bit for bit (NaN -> ``nan``, +-inf
     -> the dtype's largest finite magnitude), without its dispatch and its ``isposinf`` and
-    ``isneginf`` calls (~40 us a call, 5-10 times a parameter)."""
+    ``isneginf`` calls (~40 us of a call's ~44 us; two or three calls a parameter)."""
     largest = np.finfo(values.dtype).max
     result = np.clip(values, -largest, largest)  # +-inf to +-largest; NaN stays NaN
     result[np.isnan(result)] = nan
