@@ -843,8 +843,15 @@ def c_reduce(records: list[HistogramRecord]) -> tuple[np.ndarray, np.ndarray]:
     return stats, fingerprints
 
 
-def assert_close_stats(got: np.ndarray, expected: np.ndarray, what: object = "") -> None:
-    """Equal NaN pattern and infinities; finite values within ``STATS_RTOL`` (relative)."""
+def assert_close_stats(
+    got: np.ndarray,
+    expected: np.ndarray,
+    what: object = "",
+    magnitudes: np.ndarray | None = None,
+) -> None:
+    """Equal NaN pattern and infinities; finite values within ``STATS_RTOL`` (relative).
+    ``magnitudes``: each row's histogram magnitude, when the statistics cannot tell it (their
+    float32 min and max stop at 3.4e38)."""
     got64, expected64 = got.astype(np.float64), expected.astype(np.float64)
     assert got64.shape == expected64.shape, what
     assert np.array_equal(np.isnan(got64), np.isnan(expected64)), what
@@ -857,6 +864,8 @@ def assert_close_stats(got: np.ndarray, expected: np.ndarray, what: object = "")
     with np.errstate(invalid="ignore"):
         edges = np.abs(expected64[:, [STAT_NAMES.index("min"), STAT_NAMES.index("max")]])
     magnitude = np.nanmax(np.where(np.isfinite(edges), edges, np.nan), axis=1, initial=0.0)
+    if magnitudes is not None:
+        magnitude = np.maximum(magnitude, magnitudes)
     allowed += 1e-12 * magnitude[:, None]
     allowed[:, STAT_NAMES.index("l2_error_bound")] += 1e-12
     with np.errstate(invalid="ignore"):  # inf - inf where both are inf (checked above)
@@ -868,7 +877,17 @@ def check_c_reduce(records: list[HistogramRecord]) -> None:
     expected_stats, expected_fingerprints = reduce_histograms(records)
     stats, fingerprints = c_reduce(records)
     assert np.array_equal(fingerprints, expected_fingerprints)
-    assert_close_stats(stats, expected_stats, records)
+    assert_close_stats(stats, expected_stats, records, np.array([magnitude(r) for r in records]))
+
+
+def magnitude(record: HistogramRecord) -> float:
+    """The largest finite magnitude of a record's edges and limits, in float64: a histogram
+    squeezed between limits of 1e50 has a mean whose rounding (an ulp of 1e50) makes a std of
+    ~1e34 in one summation order and 0 in another, which its float32 statistics, capped at
+    3.4e38, cannot show to be noise (hypothesis found one)."""
+    limits = [record.min, record.max] if record.encoding == "histo" else []
+    values = np.abs(np.concatenate([record.left, record.right, np.array(limits, dtype=float)]))
+    return float(values[np.isfinite(values)].max(initial=0.0))
 
 
 def histogram_record(
@@ -920,6 +939,24 @@ def test_c_statistics_match_numpy_on_odd_buckets(records: list[HistogramRecord])
         check_c_reduce([record])
     if all((r.counts >= 0).all() for r in records):
         check_c_reduce(records)
+
+
+def test_c_statistics_of_a_histogram_squeezed_between_huge_limits() -> None:
+    """Found by hypothesis: every bucket clipped to a minimum of 3.8e50, so the std is the
+    rounding of the mean alone, ~1e34 in one summation order and 0 in the other: noise at
+    1e-16 of the histogram, which its float32 limits (capped at 3.4e38) could not show."""
+    record = HistogramRecord(
+        "r", "f", 0, "t", 0, 0, 0.0, "histo",
+        np.array([-np.inf, 0.0, 0.0]),
+        np.zeros(3),
+        np.array([3.448068464705536e16, 4.151897106683421e22, 1e30]),
+        3.761094915053678e50, 1e300, 0.0, 0.0, 0.0,
+    )  # fmt: skip
+    stats, _ = c_reduce([record])
+    expected, _ = reduce_histograms([record])
+    std = STAT_NAMES.index("std")
+    assert abs(float(stats[0, std]) - float(expected[0, std])) <= 1e-12 * 3.8e50
+    check_c_reduce([record])
 
 
 def test_c_statistics_match_numpy_on_regular_histograms() -> None:
