@@ -279,6 +279,43 @@ def test_report_gives_medians_and_best_runs_and_checks_targets_on_medians() -> N
     assert targets["15x faster than tbparse"].passed  # 16.67 on medians (16.0 on best runs)
 
 
+def test_the_floor_marks_the_bare_loop_target_unreachable_only_where_it_exceeds_the_loop() -> None:
+    from bench.measure import Measurement
+    from bench.report import evaluate_targets, render, summarise
+    from bench.run import Result
+
+    def result(dataset: str, reader: str, repeat: int, wall: float) -> Result:
+        measured = Measurement(wall, wall, 50.0, 60.0, 0.0, 0, "", "")
+        return Result(dataset, reader, repeat, measured, None, None, None, "")
+
+    walls = {  # the floor is above the bare loop on the small log, below it on the big one
+        "tensor-40MB": {"gradcheck": (0.26, 0.27), "bare": (0.15, 0.15), "floor": (0.18, 0.18)},
+        "tensor-1GB": {"gradcheck": (1.5, 1.5), "bare": (3.0, 3.0), "floor": (0.18, 0.18)},
+    }
+    results = [
+        result(dataset, reader, i, wall)
+        for dataset, readers in walls.items()
+        for reader, times in readers.items()
+        for i, wall in enumerate(times)
+    ]
+    infos = {
+        name: gen.DatasetInfo(name, "tensor", "d", ("f",), size, 1, 1, 1, 1, 1, 0.0)
+        for name, size in (("tensor-40MB", 40_000_000), ("tensor-1GB", 1_000_000_000))
+    }
+    summaries = summarise(results, infos)
+    assert summaries[0].ratios["floor/bare"] == 1.2
+    targets = {t.dataset: t for t in evaluate_targets(summaries) if "bare" in t.name}
+    assert not targets["tensor-40MB"].passed
+    assert targets["tensor-40MB"].note.startswith("unreachable here")
+    assert "1.20x the bare loop" in targets["tensor-40MB"].note
+    assert targets["tensor-1GB"].passed and targets["tensor-1GB"].note == ""
+    facts = {"date": "d", "cpus": 2, "python_startup_seconds": 0.03}
+    args = type("Args", (), {"repeats": 2, "slow_max_size": "40MB"})()
+    text = render(summaries, list(targets.values()), facts, args)  # type: ignore[arg-type]
+    assert "tensor-40MB: floor 0.18 s" in text
+    assert text.count("unreachable here") == 1
+
+
 def test_two_core_ceiling_reads_two_files_each_way_and_reports_the_ratio(
     tmp_path: Path,
 ) -> None:
