@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import io
 import mmap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import BinaryIO
 
@@ -503,41 +503,68 @@ def finish_file(result: RangeResult, path: str, run: str) -> RunData:
 
 
 def merge_ranges(first: RangeResult, second: RangeResult, boundary: int) -> RangeResult | None:
-    """Join the results of two consecutive byte ranges of one file, as one reading would give.
+    """Join the results of two consecutive byte ranges of one file: :func:`join_ranges`."""
+    return join_ranges([first, second], [boundary])
 
-    The second range's pending tensors are settled with the plugins the first range learnt
+
+def join_ranges(ranges: Sequence[RangeResult], boundaries: Sequence[int]) -> RangeResult | None:
+    """Join the results of consecutive byte ranges of one file, as one reading would give;
+    ``boundaries[i]`` is where ``ranges[i + 1]`` starts.
+
+    Each range's pending tensors are settled with the plugins the ranges before it learnt
     (kept, or dropped as the reference would have skipped them). None when the ranges cannot
-    be joined exactly (a restart, a tag whose reading depends on what came before the
-    boundary): then the file is read again in one piece. Joined, the two results' series are
-    consumed (moved into the joined result, each half freed as it is joined).
+    be joined exactly (a restart, a tag whose reading depends on what came before a
+    boundary): then the file is read again in one piece. Joined, the ranges' series are
+    consumed (moved into the joined result, each piece freed as it is joined).
     """
-    if first.restarts or second.restarts or first.stopped_at != boundary:
+    first = ranges[0]
+    if first.restarts or len(boundaries) != len(ranges) - 1:
         return None
-    if any(first.plugins.get(tag) != name for tag, name in second.assumed.items()):
-        return None  # the plugins assumed were not those at the boundary: read in one piece
-    if any(first.plugins.get(tag) in _READ_PLUGINS for tag in second.unsure):
-        return None
-    dropped = _settle_pending(first, second)
-    if dropped is None or _crosses_boundary(first, second, dropped):
-        return None
-    read = first.values_read + second.values_read
-    kept = first.values_kept + second.values_kept
-    for tag in dropped:
-        read -= second.pending[tag].read
-        kept -= second.pending[tag].kept
-    collided = {tag for tag, _, _ in first.collisions}
-    later = [c for c in second.collisions if c[0] not in collided and c[0] not in dropped]
-    tally = _joined_tally(first.tally, second.tally)
-    if len(dropped) < len(second.pending):
-        tally.encodings.add("tensor")
+    plugins = dict(first.plugins)  # known at the next boundary
+    last = {tag: (hist[1], scalar[1]) for tag, (hist, scalar) in first.steps.items()}
+    collisions = list(first.collisions)
+    collided = {tag for tag, _, _ in collisions}
+    read, kept, tally = first.values_read, first.values_kept, first.tally
+    pieces = [first.data]
+    previous = first
+    for second, boundary in zip(ranges[1:], boundaries, strict=True):
+        if second.restarts or previous.stopped_at != boundary:
+            return None
+        if any(plugins.get(tag) != name for tag, name in second.assumed.items()):
+            return None  # the plugins assumed were not those at the boundary: read in one piece
+        if any(plugins.get(tag) in _READ_PLUGINS for tag in second.unsure):
+            return None
+        dropped = _settle_pending(plugins, second)
+        if dropped is None or _crosses_boundary(last, second, dropped):
+            return None
+        read += second.values_read - sum(second.pending[tag].read for tag in dropped)
+        kept += second.values_kept - sum(second.pending[tag].kept for tag in dropped)
+        later = [c for c in second.collisions if c[0] not in collided and c[0] not in dropped]
+        collisions += later
+        collided.update(tag for tag, _, _ in later)
+        tally = _joined_tally(tally, second.tally)
+        if len(dropped) < len(second.pending):
+            tally.encodings.add("tensor")
+        pieces.append(_without_tags(second.data, dropped))
+        plugins.update(second.plugins)
+        for tag, ((_, hist_last), (_, scalar_last)) in second.steps.items():
+            if tag not in dropped:
+                before_hist, before_scalar = last.get(tag, (None, None))
+                last[tag] = (
+                    before_hist if hist_last is None else hist_last,
+                    before_scalar if scalar_last is None else scalar_last,
+                )
+        previous = second
+    if len(ranges) == 1:
+        return first
     return RangeResult(
-        data=merge([first.data, _without_tags(second.data, dropped)], consume=True),
+        data=merge(pieces, consume=True),
         values_read=read,
         values_kept=kept,
         tally=tally,
         size=first.size,
-        collisions=[*first.collisions, *later],
-        plugins={**first.plugins, **second.plugins},
+        collisions=collisions,
+        plugins=plugins,
     )
 
 
@@ -545,11 +572,12 @@ _READ_PLUGINS = ("histograms", "scalars")
 _PENDING_KIND = {"histograms": "histogram", "scalars": "scalar"}
 
 
-def _settle_pending(first: RangeResult, second: RangeResult) -> set[str] | None:
-    """Tags whose pending values the reference would have skipped; None if one cannot tell."""
+def _settle_pending(plugins: Mapping[str, str], second: RangeResult) -> set[str] | None:
+    """Tags whose pending values the reference would have skipped, given the ``plugins``
+    known at the range's start; None if one cannot tell."""
     dropped = set()
     for tag, pending in second.pending.items():
-        plugin = first.plugins.get(tag)
+        plugin = plugins.get(tag)
         if tag in second.plugins:
             return None  # the plugin is named again later in the range: values of both kinds
         if plugin in _PENDING_KIND:
@@ -560,13 +588,16 @@ def _settle_pending(first: RangeResult, second: RangeResult) -> set[str] | None:
     return dropped
 
 
-def _crosses_boundary(first: RangeResult, second: RangeResult, dropped: set[str]) -> bool:
-    """Whether a tag's steps do not rise across the boundary (restart or collision group)."""
+def _crosses_boundary(
+    last: Mapping[str, tuple[int | None, int | None]], second: RangeResult, dropped: set[str]
+) -> bool:
+    """Whether a tag's steps do not rise across the boundary (restart or collision group),
+    from the ``last`` histogram and scalar step of each tag before it."""
     for tag, ((hist_first, _), (scalar_first, _)) in second.steps.items():
-        before = first.steps.get(tag)
+        before = last.get(tag)
         if before is None or tag in dropped:
             continue
-        (_, hist_last), (_, scalar_last) = before
+        hist_last, scalar_last = before
         if hist_first is not None and hist_last is not None and hist_first <= hist_last:
             return True
         if scalar_first is not None and scalar_last is not None and scalar_first <= scalar_last:
@@ -633,22 +664,35 @@ class _PluginReader(_RangeReader):
         pass
 
 
-SPLIT_SEARCH = 8 << 20  # bytes searched after the middle for a step boundary
+SPLIT_SEARCH = 8 << 20  # bytes searched after a cut for a step boundary
 
 
 def split_offset(path: str, size: int) -> int | None:
-    """Where to split a file in two ranges: the first record after the middle (by the resync
-    rule: both CRCs verify) that starts a new, higher step, so that no index group of a step
-    is cut. None when there is none near the middle (damage, or no summary steps)."""
-    middle = size // 2
+    """Where to split a file in two ranges (:func:`split_offsets`); None when nowhere."""
+    found = split_offsets(path, size, 2)
+    return found[0] if found else None
+
+
+def split_offsets(path: str, size: int, pieces: int) -> list[int]:
+    """Where to cut a file in ``pieces`` ranges of about equal bytes: after each
+    ``i / pieces`` of it, the first record (by the resync rule: both CRCs verify) that starts
+    a new, higher step, so that no index group of a step is cut. Rising offsets; fewer when
+    there is no such record near a cut (damage, no summary steps) or two cuts find the same;
+    none when the file cannot be read."""
+    found: list[int] = []
     try:
         with open_binary(path) as stream:
-            stream.seek(middle)
-            window = Window(stream, 1 << 20)
-            window.base = middle
-            return _step_boundary(window, middle + SPLIT_SEARCH)
+            for number in range(1, pieces):
+                at = max(size * number // pieces, found[-1] + 1 if found else 0)
+                stream.seek(at)
+                window = Window(stream, 1 << 20)
+                window.base = at
+                boundary = _step_boundary(window, at + SPLIT_SEARCH)
+                if boundary is not None and boundary < size:
+                    found.append(boundary)
     except OSError:
-        return None
+        return []
+    return found
 
 
 def _step_boundary(window: Window, give_up: int) -> int | None:

@@ -1,15 +1,16 @@
-"""Read a run's files on every core: big files split in two, files shared between processes.
+"""Read a run's files on every core: big files cut in byte ranges, tasks shared by processes.
 
 Each file is a task (:func:`gradcheck.parts.reduce_file`); a file of at least
-:data:`SPLIT_SIZE` bytes whose reading is estimated to take :data:`SPLIT_SECONDS` or more
-(from the records in its first few MB) becomes two tasks, byte ranges that meet at a record
-starting a new step (:func:`gradcheck.fastpath.split_offset`), joined back with
-:func:`gradcheck.fastpath.merge_ranges` (or read again in one piece when they cannot be joined
-exactly). On two processes (or with two tasks) this process reads about half the bytes and one
-forked child the rest (:func:`in_two_processes`); with more, a process pool. Less than
-:data:`POOL_MIN_BYTES` in all is read here alone: forking and sending back cost more than the
-second core saves. :func:`map_two` shares other work out the same way (the verdicts of
-several runs).
+:data:`SPLIT_SIZE` bytes that holds more than a process's share of all the bytes becomes
+several tasks, byte ranges of about that share (:func:`plan_pieces`, each estimated from the
+records in the file's first few MB to read for :data:`PIECE_SECONDS` at least) that meet at
+records starting a new step (:func:`gradcheck.fastpath.split_offsets`), joined back with
+:func:`gradcheck.fastpath.join_ranges` (or read again in one piece when they cannot be joined
+exactly). On two processes this process and one forked child take the tasks from one queue,
+the longest first, until none is left (:func:`in_two_processes`); with more, a process pool
+does the same. Less than :data:`POOL_MIN_BYTES` in all is read here alone: forking and
+sending back cost more than the second core saves. :func:`map_two` shares other work out the
+same way (the verdicts of several runs).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import io
 import os
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, Protocol, TypeVar
@@ -52,15 +53,36 @@ SPLIT_SECONDS = 0.25
 planning the split, forking and the child's slower start cost about what the second core
 saves (from the command line, two processes were 0.85-0.93x of one on the 160 MB PyTorch
 log, estimated 0.19 s, and 1.05-1.24x on the 160 MB TF2 log, estimated 0.33 s)."""
+PIECE_SECONDS = SPLIT_SECONDS / 2
+"""A byte range is estimated to take at least this long to read (what a file split in two
+had at least): a file is cut in no more ranges than its estimate allows."""
+
+
+def estimated_seconds(size: int, records: int, scanned: int) -> float | None:
+    """The reading time of a file of ``size`` bytes with ``records`` records in its first
+    ``scanned`` bytes (None when nothing was scanned)."""
+    if scanned <= 0:
+        return None
+    return size * (SECONDS_PER_BYTE + SECONDS_PER_RECORD * records / scanned)
 
 
 def worth_splitting(size: int, records: int, scanned: int) -> bool:
     """Whether a file of ``size`` bytes, with ``records`` records in its first ``scanned``
     bytes, reads long enough (:data:`SPLIT_SECONDS`) to be worth two processes."""
-    if scanned <= 0:
-        return True  # nothing to estimate from: the split path checks what it reads
-    estimate = size * (SECONDS_PER_BYTE + SECONDS_PER_RECORD * records / scanned)
-    return estimate >= SPLIT_SECONDS
+    estimate = estimated_seconds(size, records, scanned)
+    return estimate is None or estimate >= SPLIT_SECONDS  # nothing read: the ranges check
+
+
+def plan_pieces(size: int, share: float, estimate: float | None) -> int:
+    """In how many byte ranges to read a file of ``size`` bytes when each process's share of
+    all the bytes is ``share``: about ``size / share`` (a file bigger than a share would keep
+    one process busy after the others are done), each estimated to take
+    :data:`PIECE_SECONDS` at least (``estimate``: the whole file's reading time, None when
+    unknown); 1: whole."""
+    pieces = max(1, round(size / share)) if share > 0 else 1
+    if estimate is not None and PIECE_SECONDS > 0:
+        pieces = min(pieces, int(estimate / PIECE_SECONDS))
+    return max(1, pieces)
 
 
 class Progress(Protocol):
@@ -103,7 +125,7 @@ def read_files(
     tasks = _plan(files, sizes, jobs)
     if len(tasks) < 2:
         return [reduce_file(path, run, window, progress.reporter()) for path, run in files]
-    if (len(tasks) == 2 or jobs == 2) and hasattr(os, "fork"):  # half here, half in a child
+    if (len(tasks) == 2 or jobs == 2) and hasattr(os, "fork"):  # this process and a child
         return _assemble(_parent_and_child(tasks, window, progress), tasks, files, window)
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -116,26 +138,30 @@ def read_files(
 
 
 def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int], jobs: int) -> list[_Task]:
-    """One task per file; two (byte ranges) for a big file, when the C engine can read them
-    and there are fewer files than processes (else splitting only adds a join per file)."""
-    split = len(files) < jobs and fastpath.available()
+    """One task per file; a big file in byte ranges (:func:`plan_pieces`), when the C engine
+    can read them. A range starting after the file's head assumes the plugins learnt there."""
+    split = fastpath.available()
+    share = sum(sizes) / jobs
     tasks = []
     for number, ((path, run), size) in enumerate(zip(files, sizes, strict=True)):
-        boundary = None
-        if split and size >= SPLIT_SIZE:
+        boundaries: list[int] = []
+        if split and size >= SPLIT_SIZE and plan_pieces(size, share, None) > 1:
             plugins, records, scanned = fastpath.scan_head(path, run, fastpath.HEAD_BYTES)
-            if worth_splitting(size, records, scanned):
-                boundary = fastpath.split_offset(path, size)
-        if boundary is None:
+            pieces = plan_pieces(size, share, estimated_seconds(size, records, scanned))
+            if pieces > 1:
+                boundaries = fastpath.split_offsets(path, size, pieces)
+        if not boundaries:
             tasks.append(_Task(number, path, run))
-        else:
-            assumed = (  # the head read above, unless the boundary falls inside it
-                plugins
-                if boundary >= fastpath.HEAD_BYTES
-                else fastpath.head_plugins(path, run, boundary)
+            continue
+        for start, limit in zip([0, *boundaries], [*boundaries, -1], strict=True):
+            assumed = (  # the head read above, unless the range starts inside it
+                None
+                if start == 0
+                else plugins
+                if start >= fastpath.HEAD_BYTES
+                else fastpath.head_plugins(path, run, start)
             )
-            tasks.append(_Task(number, path, run, 0, boundary, split=True))
-            tasks.append(_Task(number, path, run, boundary, -1, split=True, assumed=assumed))
+            tasks.append(_Task(number, path, run, start, limit, split=True, assumed=assumed))
     return tasks
 
 
@@ -146,10 +172,12 @@ def _gather(
     window: StepWindow,
     progress: Progress,
 ) -> list[FilePart]:
-    """Submit every task, then collect the parts in file order (ranges joined)."""
-    futures = [pool.submit(_run, task, window) for task in tasks]
-    for task, future in zip(tasks, futures, strict=True):
-        future.add_done_callback(partial(_advance, progress, _task_bytes(task)))
+    """Submit every task, the longest first, then collect the parts in file order (ranges
+    joined)."""
+    futures: list[Any] = [None] * len(tasks)
+    for at in longest_first([_task_bytes(task) for task in tasks]):
+        futures[at] = pool.submit(_run, tasks[at], window)
+        futures[at].add_done_callback(partial(_advance, progress, _task_bytes(tasks[at])))
     return _assemble(futures, tasks, files, window)
 
 
@@ -163,14 +191,17 @@ def _assemble(
     parts: list[FilePart] = []
     at = 0
     for number, (path, run) in enumerate(files):
+        end = at + 1
+        while end < len(tasks) and tasks[end].file == number:
+            end += 1
+        assert tasks[at].file == number
         if tasks[at].split:
-            first, second = futures[at].result(), futures[at + 1].result()
-            parts.append(_joined(first, second, tasks[at + 1].start, path, run, window))
-            at += 2
+            ranges = [future.result() for future in futures[at:end]]
+            boundaries = [task.start for task in tasks[at + 1 : end]]
+            parts.append(_joined(ranges, boundaries, path, run, window))
         else:
             parts.append(futures[at].result())
-            at += 1
-        assert tasks[at - 1].file == number
+        at = end
     return parts
 
 
@@ -195,11 +226,21 @@ class _Outcome:
 
     def __init__(self, compute: Callable[[], object]) -> None:
         self.value: object = None
-        self.error: Exception | None = None
+        self.error: BaseException | None = None
         try:
             self.value = compute()
         except Exception as error:  # noqa: BLE001 - raised again by result()
             self.error = error
+
+    @classmethod
+    def sent(cls, ok: bool, value: object) -> _Outcome:
+        """The outcome the child sent: its result, or the exception it raised."""
+        outcome = cls(lambda: None)
+        if ok:
+            outcome.value = value
+        else:
+            outcome.error = value  # type: ignore[assignment]  # the child sends exceptions
+        return outcome
 
     def result(self) -> Any:
         if self.error is not None:
@@ -229,9 +270,16 @@ def in_two_processes(
     weights: Sequence[float],
     done: Callable[[_T], None] | None = None,
 ) -> list[_Outcome]:
-    """``work`` of every item on two processes: the items cut in two runs of about equal
-    ``weights``, the later run in one forked child, the earlier here meanwhile; outcomes in
+    """``work`` of every item on two processes, this one and a forked child, which take the
+    items from one queue, the heaviest by ``weights`` first, until none is left; outcomes in
     item order (``done`` called as each is here). At least two items.
+
+    A queue, not a cut fixed in advance: the two CPUs of a virtual machine may run at speeds
+    1.4x apart from one moment to the next, and the faster process then takes more items.
+    The queue is a pipe holding every item's number (:func:`_queue`), written before the
+    fork: each process reads the next number from it, and a read of a few bytes from a pipe
+    is atomic, so each item is taken once. Heaviest first, so that the last items taken,
+    which decide who waits for whom at the end, are the lightest.
 
     No pool to start, the parent works too, and each result crosses once with its arrays out
     of band; the whole tree holds two processes' memory, not three (parent and two workers).
@@ -239,38 +287,72 @@ def in_two_processes(
     import and start, serial time before the work.
 
     The child writes each result, as soon as it has it, to a file in memory shared by both
-    (:func:`_results_file`), and then where it ends down a pipe; this process maps the
-    result from there, with no copy. A write to that file never waits for this process (busy
-    with its own items), and a result the child finished early is taken at once: through a
+    (:func:`_results_file`), and then its item's number and where it ends down a pipe; this
+    process maps the result from there, with no copy, between its own items and at the end.
+    A write to that file never waits for this process (busy with its own items): through a
     pipe alone, each 20 MB result of a 250 MB log took ~25 ms of waking both processes every
     64 KB and one more copy, all after the child's last task (the serial tail). An item whose
     result the child could not send (it died) is worked here; so is every item when there is
     no file for the results or no child can be forked.
     """
-    cut = _balanced_cut(weights)
     try:
         results = _results_file()
     except OSError:  # no memory file and no temporary one: all here
-        return _outcomes(work, items, done, len(items))
+        return _outcomes_here(work, items, done)
+    batches = _batches(longest_first(weights))
     with results:
+        queue = _queue(len(batches))
         read_end, write_end = os.pipe()
         try:
             child = os.fork()
         except OSError:  # at the process limit, or out of memory: all here
-            os.close(read_end)
-            os.close(write_end)
-            return _outcomes(work, items, done, len(items))
+            for fd in (queue, read_end, write_end):
+                os.close(fd)
+            return _outcomes_here(work, items, done)
         if child == 0:
-            _child(work, items[cut:], results, read_end, write_end)
+            _child(work, items, batches, queue, results, read_end, write_end)
         os.close(write_end)
         try:
             with open(read_end, "rb", buffering=0) as ends:
-                return _outcomes(work, items, done, cut, _Mailbox(results, ends))
+                box = _Mailbox(results, ends, len(items))
+                return _shared(work, items, done, batches, queue, box)
         except BaseException:  # Ctrl-C, or a bug: do not wait for the child's work
             os.kill(child, signal.SIGKILL)
             raise
         finally:
+            os.close(queue)
             os.waitpid(child, 0)
+
+
+def _shared(
+    work: Callable[[_T], object],
+    items: Sequence[_T],
+    done: Callable[[_T], None] | None,
+    batches: Sequence[Sequence[int]],
+    queue: int,
+    box: _Mailbox,
+) -> list[_Outcome]:
+    """This process's side of :func:`in_two_processes`: the items it takes from the
+    ``queue`` worked here, the child's outcomes taken from ``box`` as they come, and at the
+    end whatever the child took and could not send worked here."""
+    outcomes: list[_Outcome | None] = [None] * len(items)
+
+    def settle(at: int, outcome: _Outcome) -> None:
+        outcomes[at] = outcome
+        if done is not None:
+            done(items[at])
+
+    for batch in _taken(queue):
+        for at in batches[batch]:
+            settle(at, _Outcome(partial(work, items[at])))
+            for sent, outcome in box.ready():
+                settle(sent, outcome)
+    for sent, outcome in box.rest():
+        settle(sent, outcome)
+    for at, item in enumerate(items):
+        if outcomes[at] is None:  # taken by the child, which died before sending it
+            settle(at, _Outcome(partial(work, item)))
+    return outcomes  # type: ignore[return-value]  # every one settled
 
 
 def map_two(
@@ -281,34 +363,75 @@ def map_two(
     jobs: int | None,
 ) -> list[_V]:
     """``work`` of every item, in order: on two processes (:func:`in_two_processes`) when
-    ``jobs`` (None: one per CPU) allows it, ``os.fork`` exists, and each of the two halves
-    weighs at least ``least``; else here, one after the other."""
+    ``jobs`` (None: one per CPU) allows it, ``os.fork`` exists, and each process's items, the
+    heaviest first as the queue hands them out, weigh at least ``least``; else here."""
     jobs = default_jobs() if jobs is None else jobs
-    if jobs >= 2 and len(items) >= 2 and hasattr(os, "fork"):
-        cut = _balanced_cut(weights)
-        if min(sum(weights[:cut]), sum(weights[cut:])) >= least:
-            return [outcome.result() for outcome in in_two_processes(work, items, weights)]
+    if jobs >= 2 and len(items) >= 2 and hasattr(os, "fork") and min(two_loads(weights)) >= least:
+        return [outcome.result() for outcome in in_two_processes(work, items, weights)]
     return [work(item) for item in items]
 
 
-def _outcomes(
-    work: Callable[[_T], object],
-    items: Sequence[_T],
-    done: Callable[[_T], None] | None,
-    cut: int,
-    box: _Mailbox | None = None,
+def _outcomes_here(
+    work: Callable[[_T], object], items: Sequence[_T], done: Callable[[_T], None] | None
 ) -> list[_Outcome]:
-    """The outcome of every item, in order (``done`` called after each): worked here before
-    ``cut``, taken from the child's ``box`` from there on."""
+    """The outcome of every item, worked here in order (``done`` called after each)."""
     outcomes = []
-    for at, item in enumerate(items):
-        if at < cut or box is None:
-            outcomes.append(_Outcome(partial(work, item)))
-        else:
-            outcomes.append(_Outcome(partial(_received, box, work, item)))
+    for item in items:
+        outcomes.append(_Outcome(partial(work, item)))
         if done is not None:
             done(item)
     return outcomes
+
+
+def longest_first(weights: Sequence[float]) -> list[int]:
+    """The items' positions, the heaviest first (ties in item order)."""
+    return sorted(range(len(weights)), key=lambda at: -weights[at])
+
+
+def two_loads(weights: Sequence[float]) -> tuple[float, float]:
+    """What each of two equal processes would get, each taking the heaviest item left when
+    it is free (as from :func:`in_two_processes`' queue): the lighter load first."""
+    loads = [0.0, 0.0]
+    for at in longest_first(weights):
+        loads[loads[1] < loads[0]] += weights[at]
+    return min(loads), max(loads)
+
+
+QUEUE_ENTRIES = 1024
+"""The queue holds at most this many entries (4 bytes each: one write of at most
+``PIPE_BUF``, which fits in any pipe); more items are taken in batches of neighbours."""
+
+
+def _batches(order: Sequence[int]) -> list[list[int]]:
+    """``order`` in at most :data:`QUEUE_ENTRIES` runs of neighbours (one item each when it
+    fits), in order."""
+    count = min(len(order), QUEUE_ENTRIES)
+    bounds = [len(order) * number // count for number in range(count + 1)]
+    return [list(order[begin:end]) for begin, end in zip(bounds, bounds[1:], strict=False)]
+
+
+def _queue(count: int) -> int:
+    """The read end of a pipe holding the numbers ``0 .. count - 1`` (4 bytes each) and
+    closed for writing: each read of 4 bytes takes the next, until the pipe is empty."""
+    read_end, write_end = os.pipe()
+    try:
+        data = memoryview(b"".join(number.to_bytes(4, "little") for number in range(count)))
+        while data:
+            data = data[os.write(write_end, data) :]
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    return read_end
+
+
+def _taken(queue: int) -> Iterator[int]:
+    """The numbers this process takes from the ``queue`` (:func:`_queue`), until it is empty."""
+    while entry := os.read(queue, 4):
+        if len(entry) != 4:  # never: reads of the pipe's 4-byte entries are whole
+            raise RuntimeError(f"the work queue gave {len(entry)} bytes of an entry")
+        yield int.from_bytes(entry, "little")
 
 
 def _results_file() -> io.FileIO:
@@ -327,15 +450,17 @@ def _results_file() -> io.FileIO:
 def _child(
     work: Callable[[_T], object],
     items: Sequence[_T],
+    batches: Sequence[Sequence[int]],
+    queue: int,
     results: io.FileIO,
     read_end: int,
     write_end: int,
 ) -> NoReturn:
-    """The forked child: ``work`` each item, append its result to ``results`` as soon as it
-    has it (``(True, result)`` or ``(False, error)``, see :func:`_send`) and send where it
-    ends down the pipe, then leave without the parent's clean-up (its buffered output, its
-    exit handlers), whatever happens. A result is dropped once written: the child never
-    holds more than one."""
+    """The forked child: ``work`` each item it takes from the ``queue``, append its result to
+    ``results`` as soon as it has it (``(True, result)`` or ``(False, error)``, see
+    :func:`_send`) and send the item's number and where the result ends down the pipe, then
+    leave without the parent's clean-up (its buffered output, its exit handlers), whatever
+    happens. A result is dropped once written: the child never holds more than one."""
     status = 1
     try:
         os.close(read_end)
@@ -343,29 +468,18 @@ def _child(
             open(results.fileno(), "wb", closefd=False) as sender,
             open(write_end, "wb", buffering=0) as ends,
         ):
-            for item in items:
-                try:
-                    message: tuple[bool, object] = (True, work(item))
-                except BaseException as error:  # noqa: BLE001 - re-raised in the parent
-                    message = (False, error)
-                end = _send(sender, message)
-                del message
-                ends.write(end.to_bytes(8, "little"))
+            for batch in _taken(queue):
+                for at in batches[batch]:
+                    try:
+                        message: tuple[bool, object] = (True, work(items[at]))
+                    except BaseException as error:  # noqa: BLE001 - re-raised in the parent
+                        message = (False, error)
+                    end = _send(sender, message)
+                    del message
+                    ends.write(at.to_bytes(8, "little") + end.to_bytes(8, "little"))
         status = 0
     finally:
         os._exit(status)
-
-
-def _balanced_cut(sizes: Sequence[float]) -> int:
-    """Where to cut the items in two runs (both non-empty) of the nearest total weight."""
-    total, before = sum(sizes), 0.0
-    best, best_gap = 1, None
-    for cut in range(1, len(sizes)):
-        before += sizes[cut - 1]
-        gap = abs(total - 2 * before)
-        if best_gap is None or gap < best_gap:
-            best, best_gap = cut, gap
-    return best
 
 
 ALIGNMENT = 64
@@ -421,32 +535,58 @@ def _receive(memory: memoryview, start: int) -> tuple[tuple[bool, object], int]:
 
 class _Mailbox:
     """The parent's side of the child's results: each message is mapped from the results
-    file once the pipe says where it ends."""
+    file once the pipe says which item it is for and where it ends. Closed when the child
+    ends, or sends something damaged: what it did not send is then worked here."""
 
-    def __init__(self, results: io.FileIO, ends: io.RawIOBase) -> None:
+    def __init__(self, results: io.FileIO, ends: io.RawIOBase, count: int) -> None:
         self._results = results
         self._ends = ends
+        self._count = count  # items: a message is for one of them
         self._start = 0
+        self.closed = False
 
-    def next(self) -> tuple[bool, object]:
-        """The next message; EOFError when the child ended before sending it."""
+    def next(self) -> tuple[int, tuple[bool, object]]:
+        """The next message and its item; EOFError when the child ended before sending it."""
         import mmap
 
-        end = int.from_bytes(_read_exactly(self._ends, 8), "little")
+        head = _read_exactly(self._ends, 16)
+        at, end = int.from_bytes(head[:8], "little"), int.from_bytes(head[8:], "little")
         offset = self._start - self._start % mmap.ALLOCATIONGRANULARITY
         written = os.fstat(self._results.fileno()).st_size
         if not self._start < end <= written:  # mapped past the end, a read would kill us
             raise EOFError(f"a message said to end at {end}: {self._start}-{written} written")
+        if at >= self._count:
+            raise EOFError(f"a message for item {at} of {self._count}")
         # Private: the arrays are writable, and writes stay in this process. Unmapped when
         # the last array using it goes (closing it here would fail while arrays use it).
         mapped = mmap.mmap(
             self._results.fileno(), end - offset, access=mmap.ACCESS_COPY, offset=offset
         )
-        message, at = _receive(memoryview(mapped), self._start - offset)
-        if at != end - offset:
-            raise EOFError(f"a message ends at {at + offset}, not at {end} as said")
+        message, stop = _receive(memoryview(mapped), self._start - offset)
+        if stop != end - offset:
+            raise EOFError(f"a message ends at {stop + offset}, not at {end} as said")
         self._start = end
-        return message
+        return at, message
+
+    def ready(self) -> Iterator[tuple[int, _Outcome]]:
+        """The outcomes sent so far and not yet taken, without waiting for more."""
+        import select
+
+        while not self.closed and select.select([self._ends], [], [], 0)[0]:
+            yield from self._take()
+
+    def rest(self) -> Iterator[tuple[int, _Outcome]]:
+        """Every outcome still to come, until the child ends."""
+        while not self.closed:
+            yield from self._take()
+
+    def _take(self) -> Iterator[tuple[int, _Outcome]]:
+        try:
+            at, (ok, value) = self.next()
+        except (EOFError, OSError):
+            self.closed = True
+            return
+        yield at, _Outcome.sent(ok, value)
 
 
 def _read_exactly(receiver: io.RawIOBase, size: int) -> bytearray:
@@ -461,27 +601,15 @@ def _read_exactly(receiver: io.RawIOBase, size: int) -> bytearray:
     return buffer
 
 
-def _received(box: _Mailbox, work: Callable[[_T], object], item: _T) -> object:
-    """The child's result (its error re-raised here); worked here if the child died."""
-    try:
-        ok, value = box.next()
-    except (EOFError, OSError):
-        return work(item)
-    if not ok:
-        raise value  # type: ignore[misc]
-    return value
-
-
 def _joined(
-    first: fastpath.RangeResult,
-    second: fastpath.RangeResult,
-    boundary: int,
+    ranges: Sequence[fastpath.RangeResult],
+    boundaries: Sequence[int],
     path: str,
     run: str,
     window: StepWindow,
 ) -> FilePart:
-    """Two ranges of one file joined, or the file read again when they cannot be exactly."""
-    joined = fastpath.merge_ranges(first, second, boundary)
+    """The ranges of one file joined, or the file read again when they cannot be exactly."""
+    joined = fastpath.join_ranges(ranges, boundaries)
     if joined is None:
         return reduce_file(path, run, window)
     return file_part(joined, path, run)
