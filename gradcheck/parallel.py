@@ -6,11 +6,11 @@ several tasks, byte ranges of about that share (:func:`plan_pieces`, each estima
 records in the file's first few MB to read for :data:`PIECE_SECONDS` at least) that meet at
 records starting a new step (:func:`gradcheck.fastpath.split_offsets`), joined back with
 :func:`gradcheck.fastpath.join_ranges` (or read again in one piece when they cannot be joined
-exactly). On two processes this process and one forked child take the tasks from one queue,
-the longest first, until none is left (:func:`in_two_processes`); with more, a process pool
-does the same. Less than :data:`POOL_MIN_BYTES` in all is read here alone: forking and
-sending back cost more than the second core saves. :func:`map_two` shares other work out the
-same way (the verdicts of several runs).
+exactly). This process and forked children take the tasks from one queue, the longest first,
+until none is left (:func:`in_processes`; a pool of started workers where there is no
+``fork``). Less than :data:`POOL_MIN_BYTES` in all is read here alone: forking and sending
+back cost more than the second core saves. :func:`map_shared` shares other work out the same
+way (the verdicts of several runs).
 """
 
 from __future__ import annotations
@@ -125,8 +125,26 @@ def read_files(
     tasks = _plan(files, sizes, jobs)
     if len(tasks) < 2:
         return [reduce_file(path, run, window, progress.reporter()) for path, run in files]
-    if (len(tasks) == 2 or jobs == 2) and hasattr(os, "fork"):  # this process and a child
-        return _assemble(_parent_and_child(tasks, window, progress), tasks, files, window)
+    if _forks():  # this process and forked children
+        outcomes = _forked(tasks, window, progress, min(jobs, len(tasks)))
+        return _assemble(outcomes, tasks, files, window)
+    return _in_pool(files, tasks, window, progress, jobs)
+
+
+def _forks() -> bool:
+    """Whether children can be forked (not on Windows)."""
+    return hasattr(os, "fork")
+
+
+def _in_pool(
+    files: Sequence[tuple[str, str]],
+    tasks: Sequence[_Task],
+    window: StepWindow,
+    progress: Progress,
+    jobs: int,
+) -> list[FilePart]:
+    """The tasks in a pool of started worker processes, where none can be forked; read here
+    when no worker can start, or one dies."""
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
@@ -248,15 +266,16 @@ class _Outcome:
         return self.value
 
 
-def _parent_and_child(
-    tasks: Sequence[_Task], window: StepWindow, progress: Progress
+def _forked(
+    tasks: Sequence[_Task], window: StepWindow, progress: Progress, processes: int
 ) -> list[_Outcome]:
-    """The reading tasks on two processes (see :func:`in_two_processes`), by their bytes."""
-    return in_two_processes(
+    """The reading tasks on ``processes`` processes (see :func:`in_processes`), by bytes."""
+    return in_processes(
         partial(_run, window=window),
         tasks,
         [_task_bytes(task) for task in tasks],
         lambda task: progress.advance(_task_bytes(task)),
+        processes,
     )
 
 
@@ -264,64 +283,87 @@ _T = TypeVar("_T")
 _V = TypeVar("_V")
 
 
-def in_two_processes(
+def in_processes(
     work: Callable[[_T], object],
     items: Sequence[_T],
     weights: Sequence[float],
     done: Callable[[_T], None] | None = None,
+    processes: int = 2,
 ) -> list[_Outcome]:
-    """``work`` of every item on two processes, this one and a forked child, which take the
-    items from one queue, the heaviest by ``weights`` first, until none is left; outcomes in
-    item order (``done`` called as each is here). At least two items.
+    """``work`` of every item on ``processes`` processes, this one and forked children,
+    which take the items from one queue, the heaviest by ``weights`` first, until none is
+    left; outcomes in item order (``done`` called as each is here).
 
-    A queue, not a cut fixed in advance: the two CPUs of a virtual machine may run at speeds
-    1.4x apart from one moment to the next, and the faster process then takes more items.
+    A queue, not shares fixed in advance: the CPUs of a virtual machine may run at speeds
+    1.4x apart from one moment to the next, and a faster process then takes more items.
     The queue is a pipe holding every item's number (:func:`_queue`), written before the
-    fork: each process reads the next number from it, and a read of a few bytes from a pipe
-    is atomic, so each item is taken once. Heaviest first, so that the last items taken,
-    which decide who waits for whom at the end, are the lightest.
+    forks: each process reads the next number from it, and a read of a few bytes from a
+    pipe is atomic, so each item is taken once. Heaviest first, so that the last items
+    taken, which decide who waits for whom at the end, are the lightest.
 
-    No pool to start, the parent works too, and each result crosses once with its arrays out
-    of band; the whole tree holds two processes' memory, not three (parent and two workers).
-    A plain ``os.fork``: ``multiprocessing`` and ``concurrent.futures`` cost 18-25 ms to
-    import and start, serial time before the work.
+    No pool to start, this process works too, and each result crosses once with its arrays
+    out of band; two processes hold two processes' memory, not three (a parent and two
+    workers). A plain ``os.fork``: ``multiprocessing`` and ``concurrent.futures`` cost
+    18-25 ms to import and start, serial time before the work, and a pool's workers send
+    their results through pipes, pickled whole.
 
-    The child writes each result, as soon as it has it, to a file in memory shared by both
+    Each child writes each result, as soon as it has it, to a file in memory of its own
     (:func:`_results_file`), and then its item's number and where it ends down a pipe; this
     process maps the result from there, with no copy, between its own items and at the end.
     A write to that file never waits for this process (busy with its own items): through a
     pipe alone, each 20 MB result of a 250 MB log took ~25 ms of waking both processes every
     64 KB and one more copy, all after the child's last task (the serial tail). An item whose
-    result the child could not send (it died) is worked here; so is every item when there is
+    result a child could not send (it died) is worked here; so is every item when there is
     no file for the results or no child can be forked.
     """
+    batches = _batches(longest_first(weights))
+    queue = _queue(len(batches))
+    children: list[int] = []
+    boxes: list[_Mailbox] = []
+    try:
+        for _ in range(min(processes, len(items)) - 1):
+            box = _fork_child(work, items, batches, queue)
+            if box is None:  # no file for the results, at the process limit, out of memory
+                break
+            children.append(box.child)
+            boxes.append(box)
+        return _shared(work, items, done, batches, queue, boxes)
+    except BaseException:  # Ctrl-C, or a bug: do not wait for the children's work
+        for child in children:
+            os.kill(child, signal.SIGKILL)
+        raise
+    finally:
+        os.close(queue)
+        for box in boxes:
+            box.close()
+        for child in children:
+            os.waitpid(child, 0)
+
+
+def _fork_child(
+    work: Callable[[_T], object],
+    items: Sequence[_T],
+    batches: Sequence[Sequence[int]],
+    queue: int,
+) -> _Mailbox | None:
+    """A forked child working items from the ``queue`` (:func:`_child`), and the mailbox of
+    its results; None when there is no file for them or no child can be forked."""
     try:
         results = _results_file()
-    except OSError:  # no memory file and no temporary one: all here
-        return _outcomes_here(work, items, done)
-    batches = _batches(longest_first(weights))
-    with results:
-        queue = _queue(len(batches))
-        read_end, write_end = os.pipe()
-        try:
-            child = os.fork()
-        except OSError:  # at the process limit, or out of memory: all here
-            for fd in (queue, read_end, write_end):
-                os.close(fd)
-            return _outcomes_here(work, items, done)
-        if child == 0:
-            _child(work, items, batches, queue, results, read_end, write_end)
-        os.close(write_end)
-        try:
-            with open(read_end, "rb", buffering=0) as ends:
-                box = _Mailbox(results, ends, len(items))
-                return _shared(work, items, done, batches, queue, box)
-        except BaseException:  # Ctrl-C, or a bug: do not wait for the child's work
-            os.kill(child, signal.SIGKILL)
-            raise
-        finally:
-            os.close(queue)
-            os.waitpid(child, 0)
+    except OSError:
+        return None
+    read_end, write_end = os.pipe()
+    try:
+        child = os.fork()
+    except OSError:
+        for fd in (read_end, write_end):
+            os.close(fd)
+        results.close()
+        return None
+    if child == 0:
+        _child(work, items, batches, queue, results, read_end, write_end)
+    os.close(write_end)  # before the next fork: the pipe ends when this child does
+    return _Mailbox(results, open(read_end, "rb", buffering=0), len(items), child)
 
 
 def _shared(
@@ -330,11 +372,11 @@ def _shared(
     done: Callable[[_T], None] | None,
     batches: Sequence[Sequence[int]],
     queue: int,
-    box: _Mailbox,
+    boxes: Sequence[_Mailbox],
 ) -> list[_Outcome]:
-    """This process's side of :func:`in_two_processes`: the items it takes from the
-    ``queue`` worked here, the child's outcomes taken from ``box`` as they come, and at the
-    end whatever the child took and could not send worked here."""
+    """This process's side of :func:`in_processes`: the items it takes from the ``queue``
+    worked here, the children's outcomes taken from their ``boxes`` as they come, and at the
+    end whatever a child took and could not send worked here."""
     outcomes: list[_Outcome | None] = [None] * len(items)
 
     def settle(at: int, outcome: _Outcome) -> None:
@@ -345,29 +387,33 @@ def _shared(
     for batch in _taken(queue):
         for at in batches[batch]:
             settle(at, _Outcome(partial(work, items[at])))
-            for sent, outcome in box.ready():
-                settle(sent, outcome)
-    for sent, outcome in box.rest():
+            for box in boxes:
+                for sent, outcome in box.ready():
+                    settle(sent, outcome)
+    for sent, outcome in _rest(boxes):
         settle(sent, outcome)
     for at, item in enumerate(items):
-        if outcomes[at] is None:  # taken by the child, which died before sending it
+        if outcomes[at] is None:  # taken by a child, which died before sending it
             settle(at, _Outcome(partial(work, item)))
     return outcomes  # type: ignore[return-value]  # every one settled
 
 
-def map_two(
+def map_shared(
     work: Callable[[_T], _V],
     items: Sequence[_T],
     weights: Sequence[float],
     least: float,
     jobs: int | None,
 ) -> list[_V]:
-    """``work`` of every item, in order: on two processes (:func:`in_two_processes`) when
-    ``jobs`` (None: one per CPU) allows it, ``os.fork`` exists, and each process's items, the
-    heaviest first as the queue hands them out, weigh at least ``least``; else here."""
-    jobs = default_jobs() if jobs is None else jobs
-    if jobs >= 2 and len(items) >= 2 and hasattr(os, "fork") and min(two_loads(weights)) >= least:
-        return [outcome.result() for outcome in in_two_processes(work, items, weights)]
+    """``work`` of every item, in order: on as many processes (:func:`in_processes`) as
+    ``jobs`` (None: one per CPU) allows and as leave each process items, the heaviest first
+    as the queue hands them out, that weigh ``least`` at least; here when that is one (or
+    ``os.fork`` is missing)."""
+    processes = min(default_jobs() if jobs is None else jobs, len(items))
+    while processes >= 2 and min(loads(weights, processes)) < least:
+        processes -= 1
+    if processes >= 2 and _forks():
+        return [outcome.result() for outcome in in_processes(work, items, weights, None, processes)]
     return [work(item) for item in items]
 
 
@@ -388,13 +434,13 @@ def longest_first(weights: Sequence[float]) -> list[int]:
     return sorted(range(len(weights)), key=lambda at: -weights[at])
 
 
-def two_loads(weights: Sequence[float]) -> tuple[float, float]:
-    """What each of two equal processes would get, each taking the heaviest item left when
-    it is free (as from :func:`in_two_processes`' queue): the lighter load first."""
-    loads = [0.0, 0.0]
+def loads(weights: Sequence[float], processes: int) -> list[float]:
+    """What each of ``processes`` equal processes would get, each taking the heaviest item
+    left when it is free (as from :func:`in_processes`' queue), lightest first."""
+    totals = [0.0] * processes
     for at in longest_first(weights):
-        loads[loads[1] < loads[0]] += weights[at]
-    return min(loads), max(loads)
+        totals[totals.index(min(totals))] += weights[at]
+    return sorted(totals)
 
 
 QUEUE_ENTRIES = 1024
@@ -534,16 +580,27 @@ def _receive(memory: memoryview, start: int) -> tuple[tuple[bool, object], int]:
 
 
 class _Mailbox:
-    """The parent's side of the child's results: each message is mapped from the results
+    """This process's side of a child's results: each message is mapped from the results
     file once the pipe says which item it is for and where it ends. Closed when the child
     ends, or sends something damaged: what it did not send is then worked here."""
 
-    def __init__(self, results: io.FileIO, ends: io.RawIOBase, count: int) -> None:
+    def __init__(self, results: io.FileIO, ends: io.RawIOBase, count: int, child: int = 0) -> None:
         self._results = results
         self._ends = ends
         self._count = count  # items: a message is for one of them
         self._start = 0
+        self.child = child  # its process id
         self.closed = False
+
+    def fileno(self) -> int:
+        """The pipe's (for ``select``)."""
+        return self._ends.fileno()
+
+    def close(self) -> None:
+        """Close the pipe and the results file (the results mapped stay readable)."""
+        self.closed = True
+        self._ends.close()
+        self._results.close()
 
     def next(self) -> tuple[int, tuple[bool, object]]:
         """The next message and its item; EOFError when the child ended before sending it."""
@@ -573,20 +630,27 @@ class _Mailbox:
         import select
 
         while not self.closed and select.select([self._ends], [], [], 0)[0]:
-            yield from self._take()
+            yield from self.take()
 
-    def rest(self) -> Iterator[tuple[int, _Outcome]]:
-        """Every outcome still to come, until the child ends."""
-        while not self.closed:
-            yield from self._take()
-
-    def _take(self) -> Iterator[tuple[int, _Outcome]]:
+    def take(self) -> Iterator[tuple[int, _Outcome]]:
+        """The next outcome (waiting for it), or none when the child has ended."""
         try:
             at, (ok, value) = self.next()
         except (EOFError, OSError):
             self.closed = True
             return
         yield at, _Outcome.sent(ok, value)
+
+
+def _rest(boxes: Sequence[_Mailbox]) -> Iterator[tuple[int, _Outcome]]:
+    """Every outcome still to come in ``boxes``, as each comes, until every child ends."""
+    import select
+
+    waiting = [box for box in boxes if not box.closed]
+    while waiting:
+        for box in select.select(waiting, [], [])[0]:
+            yield from box.take()
+        waiting = [box for box in waiting if not box.closed]
 
 
 def _read_exactly(receiver: io.RawIOBase, size: int) -> bytearray:

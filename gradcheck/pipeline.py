@@ -27,7 +27,7 @@ from gradcheck.model import (
     Run,
     RunReport,
 )
-from gradcheck.parallel import map_two, read_files
+from gradcheck.parallel import map_shared, read_files
 from gradcheck.parts import FilePart as FilePart
 from gradcheck.parts import reduce_file as reduce_file
 from gradcheck.series import MAX_ROWS, merge
@@ -76,11 +76,11 @@ VERDICT_SECONDS_PER_ROW = 2.2e-7
 the bench logs and the test zoo: 44 ms for 126 series of 6,400 rows in all, 89 ms for 130
 series of 203,000 rows, 3-18 ms for runs of 5 to 41 small series)."""
 VERDICT_SPLIT_SECONDS = 0.05
-"""Runs are judged on two processes when each half is estimated to take this long: the fork
-(a few ms for a process holding the runs' series) and the child's copy-on-write page faults
-are then well covered. (Measured 2026-11-30 from the command line: the 28 small runs of the
-test corpus, halves estimated 0.047 and 0.043 s, gained nothing; the 41 runs of the test
-zoo went from 0.95-1.02 s to 0.76-0.78 s.)"""
+"""Runs are judged on several processes when each one's runs are estimated to take this
+long: the fork (a few ms for a process holding the runs' series) and the child's
+copy-on-write page faults are then well covered. (Measured 2026-11-30 from the command
+line, two processes: the 28 small runs of the test corpus, halves estimated 0.047 and
+0.043 s, gained nothing; the 41 runs of the test zoo went from 0.95-1.02 s to 0.76-0.78 s.)"""
 
 
 def judge_runs(
@@ -90,12 +90,12 @@ def judge_runs(
     rules: TagRules,
     jobs: int | None,
 ) -> list[RunReport]:
-    """The report of every run (see :func:`analyze_parts`), in order; runs share two
-    processes (``jobs`` allowing, see :func:`gradcheck.parallel.map_two`) when there is
-    enough to judge: verdicts cost ~0.35 ms a series, and a sweep of many runs would
-    otherwise wait on one core after reading on all of them."""
+    """The report of every run (see :func:`analyze_parts`), in order; runs share processes
+    (``jobs`` allowing, see :func:`gradcheck.parallel.map_shared`) when there is enough to
+    judge: verdicts cost ~0.35 ms a series, and a sweep of many runs would otherwise wait on
+    one core after reading on all of them."""
     weights = [_verdict_seconds(parts) for parts in parts_by_run]
-    return map_two(
+    return map_shared(
         partial(_judged, config=config, rules=rules),
         list(zip(runs, parts_by_run, strict=True)),
         weights,

@@ -505,13 +505,16 @@ class _CountingProgress:
         (1, 2),  # one file in two ranges: this process reads one, a forked child the other
         (2, 2),  # two whole files, the same way
         (3, 2),  # whole files (no split: as many files as processes or more): 1 here, 2 in a child
-        (3, 8),  # a pool over files split in ranges
-        (1, 5),  # a pool over one file in five ranges
+        (3, 8),  # forked children over files split in ranges
+        (1, 5),  # four children and this process over one file in five ranges
     ],
 )
+@pytest.mark.parametrize("forks", [True, False], ids=["forked", "pool"])
 def test_pool_over_files_and_ranges_matches_one_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file_count: int, jobs: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file_count: int, jobs: int, forks: bool
 ) -> None:
+    """Forked children, or a pool of started workers where there is no ``fork``."""
+    monkeypatch.setattr(parallel, "_forks", lambda: forks)
     monkeypatch.setattr(parallel, "SPLIT_SIZE", 1)
     monkeypatch.setattr(parallel, "PIECE_SECONDS", 0.0)
     monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 1)
@@ -549,6 +552,7 @@ def test_a_pool_that_cannot_work_leaves_the_reading_to_this_process(
 
     monkeypatch.setattr(process, "ProcessPoolExecutor", Broken)
     monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", Broken)
+    monkeypatch.setattr(parallel, "_forks", lambda: False)  # the pool: no fork (Windows)
     parts = parallel.read_files(files, StepWindow(), _CountingProgress(), jobs=8)
     for (path, _), part in zip(files, parts, strict=True):
         assert_same(reduce_file(path, str(tmp_path), StepWindow()).data, part.data)
@@ -671,13 +675,15 @@ def test_results_are_mapped_from_the_results_file_aligned_and_writable(tmp_path:
             box.next()  # no more in the pipe
 
 
-def test_the_queue_hands_out_the_heaviest_first_and_two_loads_follow_it() -> None:
+def test_the_queue_hands_out_the_heaviest_first_and_the_loads_follow_it() -> None:
     assert parallel.longest_first([20, 10, 25, 5]) == [2, 0, 1, 3]
     assert parallel.longest_first([1.0, 1.0, 1.0]) == [0, 1, 2]  # ties in item order
-    assert parallel.two_loads([10, 10]) == (10, 10)
-    assert parallel.two_loads([40, 40, 40, 40]) == (80, 80)
-    assert parallel.two_loads([100, 10, 10, 10]) == (30, 100)
-    assert parallel.two_loads([20, 10, 25, 5]) == (30, 30)
+    assert parallel.loads([10, 10], 2) == [10, 10]
+    assert parallel.loads([40, 40, 40, 40], 2) == [80, 80]
+    assert parallel.loads([100, 10, 10, 10], 2) == [30, 100]
+    assert parallel.loads([20, 10, 25, 5], 2) == [30, 30]
+    assert parallel.loads([20, 10, 25, 5], 3) == [15, 20, 25]
+    assert parallel.loads([1.0], 3) == [0.0, 0.0, 1.0]
     assert parallel._batches([3, 1, 2]) == [[3], [1], [2]]
     many = parallel._batches(list(range(5000)))
     assert len(many) == parallel.QUEUE_ENTRIES
@@ -723,14 +729,14 @@ def test_without_memfd_results_go_through_an_unlinked_temporary_file(
         assert os.fstat(results.fileno()).st_nlink == 0  # unlinked: gone once closed
         if os.path.exists("/proc/self/fd"):
             assert not os.readlink(f"/proc/self/fd/{results.fileno()}").startswith("/memfd:")
-    outcomes = parallel._parent_and_child(tasks, StepWindow(), _CountingProgress())
+    outcomes = parallel._forked(tasks, StepWindow(), _CountingProgress(), 2)
     for path, outcome in zip(paths, outcomes, strict=True):
         assert_same(outcome.result().data, reduce_file(path, "run", StepWindow()).data)
 
 
 def test_child_error_is_raised_in_the_parent() -> None:
     with _mailbox_with((True, 7), (False, ValueError("child failed"))) as box:
-        (first, value), (second, error) = list(box.rest())
+        (first, value), (second, error) = list(parallel._rest([box]))
     assert (first, value.result(), second) == (0, 7, 1)
     with pytest.raises(ValueError, match="failed"):
         error.result()
@@ -760,7 +766,7 @@ def test_a_child_that_ends_early_leaves_its_task_to_the_parent(tmp_path: Path, w
         results.write(b"partial result")
         box = parallel._Mailbox(results, pipe, 1)
         work = partial(parallel._run, window=StepWindow())
-        (outcome,) = parallel._shared(work, [task], done.append, [[0]], queue, box)
+        (outcome,) = parallel._shared(work, [task], done.append, [[0]], queue, [box])
     os.close(queue)
     assert box.closed and done == [task]
     got = outcome.result()
@@ -795,7 +801,7 @@ def test_the_parent_and_child_gather_every_tasks_outcome(
     monkeypatch.setattr(parallel, "_run", slow_here_failing_there)  # the child has it too
 
     progress = _CountingProgress()
-    outcomes = parallel._parent_and_child(tasks, StepWindow(), progress)
+    outcomes = parallel._forked(tasks, StepWindow(), progress, 2)
     assert len(outcomes) == 6
     assert progress.done == sum(Path(path).stat().st_size for path in paths)
     failed, workers = [], []
@@ -843,7 +849,7 @@ def test_a_child_killed_mid_run_leaves_its_remaining_tasks_to_the_parent(
         return os.getpid(), run(task, window)
 
     monkeypatch.setattr(parallel, "_run", dying_second)
-    outcomes = parallel._parent_and_child(tasks, StepWindow(), _CountingProgress())
+    outcomes = parallel._forked(tasks, StepWindow(), _CountingProgress(), 2)
     assert died.exists(), "the child did not get to its second task"
     workers = []
     for path, outcome in zip(paths, outcomes, strict=True):

@@ -163,15 +163,15 @@ def test_runs_judged_on_two_processes_report_as_on_one(
 
 
 def test_runs_are_judged_here_when_there_is_little_to_judge_or_one_job(tmp_path: Path) -> None:
-    items = list(range(4))
-    assert (
-        parallel.map_two(lambda _: os.getpid(), items, [1.0] * 4, 2.5, jobs=2) == [os.getpid()] * 4
-    )  # each process would get 2, under 2.5
-    assert (
-        parallel.map_two(lambda _: os.getpid(), items, [1.0] * 4, 0.0, jobs=1) == [os.getpid()] * 4
-    )
-    pids = parallel.map_two(_slow_pid, items, [1.0] * 4, 2.0, jobs=2)
+    items, here = list(range(4)), [os.getpid()] * 4
+    assert parallel.map_shared(_pid, items, [1.0] * 4, 2.5, jobs=2) == here  # 2 each, under 2.5
+    assert parallel.map_shared(_pid, items, [1.0] * 4, 0.0, jobs=1) == here
+    pids = parallel.map_shared(_slow_pid, items, [1.0] * 4, 2.0, jobs=2)
     assert os.getpid() in pids and len(set(pids)) == 2
+
+
+def _pid(_: object) -> int:
+    return os.getpid()
 
 
 def _slow_pid(_: object) -> int:
@@ -186,7 +186,7 @@ def test_an_error_judging_a_run_in_the_child_is_raised_here() -> None:
         return item * 2
 
     with pytest.raises(ArithmeticError, match="bad run"):
-        parallel.map_two(failing, [0, 1, 2, 3], [1.0] * 4, 0.0, jobs=2)
+        parallel.map_shared(failing, [0, 1, 2, 3], [1.0] * 4, 0.0, jobs=2)
 
 
 def test_verdict_estimate_counts_a_series_once_and_its_rows_as_merged(tmp_path: Path) -> None:
@@ -223,7 +223,7 @@ def test_without_a_results_file_or_a_child_everything_is_worked_here(
     if refused == "fork":
         monkeypatch.setattr(os, "fork", refuse)
     done: list[int] = []
-    outcomes = parallel.in_two_processes(_slow_pid, [0, 1, 2, 3], [1.0] * 4, done.append)
+    outcomes = parallel.in_processes(_slow_pid, [0, 1, 2, 3], [1.0] * 4, done.append)
     pids = [outcome.result() for outcome in outcomes]
     if refused == "memfd":  # a temporary file instead: the child still works
         assert os.getpid() in pids and len(set(pids)) == 2
@@ -231,3 +231,47 @@ def test_without_a_results_file_or_a_child_everything_is_worked_here(
     else:
         assert pids == [os.getpid()] * 4
         assert done == [0, 1, 2, 3]
+
+
+def test_work_is_shared_by_as_many_processes_as_asked_each_item_once() -> None:
+    done: list[int] = []
+    outcomes = parallel.in_processes(_slow_pid, list(range(8)), [1.0] * 8, done.append, 4)
+    pids = [outcome.result() for outcome in outcomes]
+    assert sorted(done) == list(range(8))  # each item once, each outcome here
+    assert os.getpid() in pids and len(set(pids)) >= 3
+
+
+def test_a_fork_refused_after_the_first_child_leaves_the_work_to_those_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fork, forks = os.fork, []
+
+    def fork_once() -> int:
+        if forks:
+            raise BlockingIOError("at the process limit")
+        forks.append(1)
+        return fork()
+
+    monkeypatch.setattr(os, "fork", fork_once)
+    outcomes = parallel.in_processes(_slow_pid, list(range(6)), [1.0] * 6, None, 4)
+    pids = [outcome.result() for outcome in outcomes]
+    assert os.getpid() in pids and len(set(pids)) == 2
+
+
+def test_runs_are_judged_on_as_many_processes_as_leave_each_enough(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[int] = []
+
+    def noting(
+        work: object, items: list[int], weights: object, done: object, processes: int
+    ) -> list[object]:
+        asked.append(processes)
+        return [parallel._Outcome(lambda item=item: item) for item in items]
+
+    monkeypatch.setattr(parallel, "in_processes", noting)
+    items = list(range(6))
+    assert parallel.map_shared(lambda x: x, items, [1.0] * 6, 2.0, jobs=4) == items
+    assert parallel.map_shared(lambda x: x, items, [1.0] * 6, 0.5, jobs=8) == items
+    assert parallel.map_shared(lambda x: x, items, [1.0] * 6, 3.5, jobs=4) == items  # here
+    assert asked == [3, 6]  # 4 would leave two processes 1.0; 8 is more than the items
