@@ -33,8 +33,8 @@ if TYPE_CHECKING:  # imported where used: a run read by one or two processes nee
     from concurrent.futures import Executor, Future
 
 SPLIT_SIZE = 64 << 20
-"""Files at least this large may be read by two processes (byte ranges), when their reading
-is also estimated long enough (:func:`worth_splitting`): below, the fork, the transfer and
+"""Files at least this large may be read in byte ranges by several processes, when their
+reading is also estimated long enough (:func:`plan_pieces`): below, the fork, the transfer and
 the join cost about what the second core saves (measured 2026-11-30 in process, nearly idle:
 tensor-40MB 0.089 s on one process against 0.099 s on two, tensor-160MB 0.333 against
 0.257 s; break-even near 55 MB)."""
@@ -48,14 +48,12 @@ SECONDS_PER_RECORD = 8e-7
 """The C engine's reading time of a file, in one process: per byte and per record (measured
 2026-11-30 in process: a 160 MB TF2 log of ~1,250 records a MB took 0.33 s, a 160 MB PyTorch
 log of ~160 records a MB, 0.19 s)."""
-SPLIT_SECONDS = 0.25
-"""A big file is read by two processes when its estimated reading takes this long: below,
-planning the split, forking and the child's slower start cost about what the second core
-saves (from the command line, two processes were 0.85-0.93x of one on the 160 MB PyTorch
-log, estimated 0.19 s, and 1.05-1.24x on the 160 MB TF2 log, estimated 0.33 s)."""
-PIECE_SECONDS = SPLIT_SECONDS / 2
-"""A byte range is estimated to take at least this long to read (what a file split in two
-had at least): a file is cut in no more ranges than its estimate allows."""
+PIECE_SECONDS = 0.125
+"""Each byte range of a file is estimated to take at least this long to read: a file is cut
+in no more ranges than its estimate allows. Below, planning the cut, forking and the child's
+slower start cost about what the second core saves (from the command line, a file in two
+ranges read by two processes was 0.85-0.93x of one process on the 160 MB PyTorch log,
+estimated 0.19 s in all, and 1.05-1.24x on the 160 MB TF2 log, estimated 0.33 s)."""
 
 
 def estimated_seconds(size: int, records: int, scanned: int) -> float | None:
@@ -64,13 +62,6 @@ def estimated_seconds(size: int, records: int, scanned: int) -> float | None:
     if scanned <= 0:
         return None
     return size * (SECONDS_PER_BYTE + SECONDS_PER_RECORD * records / scanned)
-
-
-def worth_splitting(size: int, records: int, scanned: int) -> bool:
-    """Whether a file of ``size`` bytes, with ``records`` records in its first ``scanned``
-    bytes, reads long enough (:data:`SPLIT_SECONDS`) to be worth two processes."""
-    estimate = estimated_seconds(size, records, scanned)
-    return estimate is None or estimate >= SPLIT_SECONDS  # nothing read: the ranges check
 
 
 def plan_pieces(size: int, share: float, estimate: float | None) -> int:
@@ -95,7 +86,7 @@ class Progress(Protocol):
 
 @dataclass(frozen=True)
 class _Task:
-    """One file, or one of its two byte ranges (``limit`` -1: to the end)."""
+    """One file, or one of its byte ranges (``limit`` -1: to the end)."""
 
     file: int
     path: str
@@ -303,7 +294,7 @@ def in_processes(
 
     No pool to start, this process works too, and each result crosses once with its arrays
     out of band; two processes hold two processes' memory, not three (a parent and two
-    workers). A plain ``os.fork``: ``multiprocessing`` and ``concurrent.futures`` cost
+    pool workers). A plain ``os.fork``: ``multiprocessing`` and ``concurrent.futures`` cost
     18-25 ms to import and start, serial time before the work, and a pool's workers send
     their results through pipes, pickled whole.
 

@@ -1,7 +1,7 @@
 """One event file (or one byte range of it) -> its reduced series: the map step's task.
 
 :func:`reduce_file` is module level and picklable, so a process pool can map it over files;
-:func:`reduce_range` reads one byte range of a big file, for two processes to share it.
+:func:`reduce_range` reads one byte range of a big file, for processes to share it.
 Both use the C engine (``gradcheck.fastpath``) when it is built, else the reference reader.
 """
 

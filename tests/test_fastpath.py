@@ -559,14 +559,22 @@ def test_a_pool_that_cannot_work_leaves_the_reading_to_this_process(
 
 
 def test_a_big_file_is_split_when_its_reading_is_estimated_long_enough() -> None:
-    """The bench logs' densities: a 160 MB TF2 log (~1,250 records a MB, 0.33 s in one
-    process) is split, a 160 MB PyTorch one (~160 a MB, 0.19 s) is not, a 1 GB one is."""
+    """The bench logs' densities, one file on two processes: a 160 MB TF2 log (~1,250
+    records a MB, 0.33 s in one process) is split, a 160 MB PyTorch one (~160 a MB, 0.19 s)
+    is not, a 1 GB one is; on eight processes the 1 GB PyTorch log in eight ranges."""
     mb = 1 << 20
-    assert parallel.worth_splitting(160 * mb, 5000, 4 * mb)  # TF2
-    assert not parallel.worth_splitting(160 * mb, 640, 4 * mb)  # PyTorch
-    assert parallel.worth_splitting(1000 * mb, 640, 4 * mb)
-    assert not parallel.worth_splitting(64 * mb, 5000, 4 * mb)
-    assert parallel.worth_splitting(160 * mb, 0, 0)  # nothing read: split, as before
+
+    def pieces(size: int, records: int, scanned: int, jobs: int = 2) -> int:
+        estimate = parallel.estimated_seconds(size, records, scanned)
+        return parallel.plan_pieces(size, size / jobs, estimate)
+
+    assert pieces(160 * mb, 5000, 4 * mb) == 2  # TF2
+    assert pieces(160 * mb, 640, 4 * mb) == 1  # PyTorch
+    assert pieces(1000 * mb, 640, 4 * mb) == 2
+    assert pieces(1000 * mb, 640, 4 * mb, jobs=8) == 8
+    assert pieces(64 * mb, 5000, 4 * mb) == 1
+    assert pieces(160 * mb, 0, 0) == 2  # nothing read: split, the ranges check what they read
+    assert parallel.estimated_seconds(160 * mb, 0, 0) is None
 
 
 def test_plan_splits_by_the_estimate_and_assumes_the_heads_plugins(
