@@ -667,12 +667,6 @@ class _PluginReader(_RangeReader):
 SPLIT_SEARCH = 8 << 20  # bytes searched after a cut for a step boundary
 
 
-def split_offset(path: str, size: int) -> int | None:
-    """Where to split a file in two ranges (:func:`split_offsets`); None when nowhere."""
-    found = split_offsets(path, size, 2)
-    return found[0] if found else None
-
-
 def split_offsets(path: str, size: int, pieces: int) -> list[int]:
     """Where to cut a file in ``pieces`` ranges of about equal bytes: after each
     ``i / pieces`` of it, the first record (by the resync rule: both CRCs verify) that starts
