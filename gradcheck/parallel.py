@@ -308,7 +308,10 @@ def in_processes(
     no file for the results or no child can be forked.
     """
     batches = _batches(longest_first(weights))
-    queue = _queue(len(batches))
+    try:
+        queue = _queue(len(batches))
+    except OSError:  # out of file descriptors: all here
+        return _outcomes_here(work, items, done)
     children: list[int] = []
     boxes: list[_Mailbox] = []
     try:
@@ -343,7 +346,11 @@ def _fork_child(
         results = _results_file()
     except OSError:
         return None
-    read_end, write_end = os.pipe()
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:
+        results.close()
+        return None
     try:
         child = os.fork()
     except OSError:

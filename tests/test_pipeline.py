@@ -205,12 +205,15 @@ def test_verdict_estimate_counts_a_series_once_and_its_rows_as_merged(tmp_path: 
     assert pipeline._verdict_seconds(parts) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("refused", ["memfd", "memfd and temporary file", "fork"])
+@pytest.mark.parametrize(
+    "refused", ["memfd", "memfd and temporary file", "fork", "pipe", "the child's pipe"]
+)
 def test_without_a_results_file_or_a_child_everything_is_worked_here(
     monkeypatch: pytest.MonkeyPatch, refused: str
 ) -> None:
-    """A sandbox that refuses memfd_create, a full or read-only /tmp, a process limit: the
-    work is done in this process (the memory file falls back to a temporary one first)."""
+    """A sandbox that refuses memfd_create, a full or read-only /tmp, a process limit, no
+    file descriptor left: the work is done in this process (the memory file falls back to a
+    temporary one first)."""
     import tempfile
 
     def refuse(*_: object, **__: object) -> NoReturn:
@@ -222,6 +225,18 @@ def test_without_a_results_file_or_a_child_everything_is_worked_here(
         monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
     if refused == "fork":
         monkeypatch.setattr(os, "fork", refuse)
+    if refused == "pipe":  # out of file descriptors
+        monkeypatch.setattr(os, "pipe", refuse)
+    if refused == "the child's pipe":  # the queue's pipe was the last descriptor
+        pipe, pipes = os.pipe, []
+
+        def one_pipe() -> tuple[int, int]:
+            if pipes:
+                raise OSError(24, "Too many open files")
+            pipes.append(pipe())
+            return pipes[-1]
+
+        monkeypatch.setattr(os, "pipe", one_pipe)
     done: list[int] = []
     outcomes = parallel.in_processes(_slow_pid, [0, 1, 2, 3], [1.0] * 4, done.append)
     pids = [outcome.result() for outcome in outcomes]
