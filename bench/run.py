@@ -81,7 +81,7 @@ READERS: dict[str, Reader] = {
     )
 }
 DEFAULT_READERS = "gradcheck,gradcheck-1job,bare,floor,tbparse,accumulator"
-MULTI_READERS = ("gradcheck-1job", "gradcheck", "bare")
+MULTI_READERS = ("gradcheck-1job", "gradcheck", "bare", "floor")
 
 
 @dataclass(frozen=True)
@@ -368,7 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     facts["load_average_at_end"] = os.getloadavg()
     facts["code_at_end"] = code_version()
     summary = report.summarise(results, infos)
-    targets = report.evaluate_targets(summary)
+    ceiling_ratio = facts.get("two_core_ceiling", {}).get("ratio")
+    targets = report.evaluate_targets(summary, ceiling_ratio)
     print(report.render(summary, targets, facts, args))
     document = {
         "meta": {**facts, "arguments": {k: str(v) for k, v in vars(args).items()}},

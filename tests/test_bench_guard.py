@@ -316,6 +316,37 @@ def test_the_floor_marks_the_bare_loop_target_unreachable_only_where_it_exceeds_
     assert text.count("unreachable here") == 1
 
 
+def test_the_two_core_target_is_bounded_by_the_floor_and_the_machines_ceiling() -> None:
+    from bench.measure import Measurement
+    from bench.report import evaluate_targets, summarise, two_core_bound
+    from bench.run import Result
+
+    assert two_core_bound(1.0, 0.0, 2.0) == 2.0  # nothing serial, two free cores
+    assert two_core_bound(1.0, 0.2, 2.0) == pytest.approx(1 / 0.6)
+    assert two_core_bound(0.85, 0.15, 1.8) == pytest.approx(1.577, abs=1e-3)
+
+    def result(dataset: str, reader: str, wall: float) -> Result:
+        measured = Measurement(wall, wall, 50.0, 60.0, 0.0, 0, "", "")
+        return Result(dataset, reader, 0, measured, None, None, None, "")
+
+    walls = {  # 4 files of 40 MB: out of reach; of 250 MB: within
+        "tensor-4x40MB": {"gradcheck-1job": 0.85, "gradcheck": 0.63, "floor": 0.15},
+        "tensor-4x250MB": {"gradcheck-1job": 2.97, "gradcheck": 1.78, "floor": 0.15},
+    }
+    results = [result(d, r, w) for d, readers in walls.items() for r, w in readers.items()]
+    infos = {
+        name: gen.DatasetInfo(name, "tensor", "d", ("a", "b", "c", "d"), size, 1, 1, 1, 1, 1, 0.0)
+        for name, size in (("tensor-4x40MB", 160_000_000), ("tensor-4x250MB", 1_000_000_000))
+    }
+    summaries = summarise(results, infos)
+    targets = {t.dataset: t for t in evaluate_targets(summaries, 1.8)}
+    assert targets["tensor-4x40MB"].note.startswith("unreachable here")
+    assert targets["tensor-4x40MB"].note.endswith("at most 1.58x")
+    assert targets["tensor-4x250MB"].note.startswith("bound here")
+    assert targets["tensor-4x250MB"].note.endswith("at most 1.73x")
+    assert all(t.note == "" for t in evaluate_targets(summaries))  # no ceiling measured
+
+
 def test_two_core_ceiling_reads_two_files_each_way_and_reports_the_ratio(
     tmp_path: Path,
 ) -> None:
