@@ -179,9 +179,8 @@ def _two_core_note(summary: DatasetSummary, ceiling: float | None, threshold: fl
     bound = two_core_bound(one.wall_seconds, floor.wall_seconds, ceiling)
     below = ", below the target" if bound < threshold else ""
     return (
-        f"bound here: with Python and importing numpy and click ({floor.wall_seconds:.2f} s)"
-        f" serial and the rest at the two-core ceiling ({ceiling:.2f}x), about {bound:.2f}x"
-        f" at most{below} (an estimate from two measurements that swing)"
+        f"bound: the floor ({floor.wall_seconds:.2f} s) serial, the rest at the two-core"
+        f" ceiling ({ceiling:.2f}x): about {bound:.2f}x at most{below}"
     )
 
 
