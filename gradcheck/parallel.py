@@ -307,6 +307,8 @@ def in_processes(
     result a child could not send (it died) is worked here; so is every item when there is
     no file for the results or no child can be forked.
     """
+    if not items:
+        return []
     batches = _batches(longest_first(weights))
     try:
         queue = _queue(len(batches))
@@ -403,10 +405,9 @@ def map_shared(
     least: float,
     jobs: int | None,
 ) -> list[_V]:
-    """``work`` of every item, in order: on as many processes (:func:`in_processes`) as
-    ``jobs`` (None: one per CPU) allows and as leave each process items, the heaviest first
-    as the queue hands them out, that weigh ``least`` at least; here when that is one (or
-    ``os.fork`` is missing)."""
+    """``work`` of every item, in order, on several processes (:func:`in_processes`): as many
+    as ``jobs`` allows (None: one per CPU) while each would still get items weighing
+    ``least`` or more (:func:`loads`); here when that is one, or ``os.fork`` is missing."""
     processes = min(default_jobs() if jobs is None else jobs, len(items))
     while processes >= 2 and min(loads(weights, processes)) < least:
         processes -= 1

@@ -249,6 +249,7 @@ def test_without_a_results_file_or_a_child_everything_is_worked_here(
 
 
 def test_work_is_shared_by_as_many_processes_as_asked_each_item_once() -> None:
+    assert parallel.in_processes(_pid, [], [], None, 4) == []
     done: list[int] = []
     outcomes = parallel.in_processes(_slow_pid, list(range(8)), [1.0] * 8, done.append, 4)
     pids = [outcome.result() for outcome in outcomes]
