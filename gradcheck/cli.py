@@ -180,7 +180,8 @@ def cli() -> None:
     "-j",
     type=click.IntRange(min=1),
     metavar="N",
-    help="Processes reading event files and judging runs (default: one per CPU; 1: this one only).",
+    help="Processes reading event files and judging runs (default: one per CPU, 8 at most; 1:"
+    " this one only).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
 @debug_option

@@ -291,3 +291,10 @@ def test_runs_are_judged_on_as_many_processes_as_leave_each_enough(
     assert parallel.map_shared(lambda x: x, items, [1.0] * 6, 0.5, jobs=8) == items
     assert parallel.map_shared(lambda x: x, items, [1.0] * 6, 3.5, jobs=4) == items  # here
     assert asked == [3, 6]  # 4 would leave two processes 1.0; 8 is more than the items
+
+
+def test_the_default_is_one_process_per_cpu_up_to_a_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(64)), raising=False)
+    assert parallel.default_jobs() == parallel.DEFAULT_JOBS_MAX == 8
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
+    assert parallel.default_jobs() == 2
