@@ -464,7 +464,7 @@ def reduce_file_range(
     ``series.reduce_records(reader.read_file(path, run))`` with the window applied.
     ``assumed``: for a range starting mid-file, the plugin names its tags had before it
     (:func:`head_plugins`), so their values are read at once instead of kept pending;
-    :func:`merge_ranges` checks the assumption against what the earlier range learnt.
+    :func:`join_ranges` checks the assumption against what the earlier ranges learnt.
     """
     reader = _RangeReader(path, run, window, keep_unknown=start > 0, assumed=assumed)
     reader.on_offset = on_offset
@@ -502,11 +502,6 @@ def finish_file(result: RangeResult, path: str, run: str) -> RunData:
     )
 
 
-def merge_ranges(first: RangeResult, second: RangeResult, boundary: int) -> RangeResult | None:
-    """Join the results of two consecutive byte ranges of one file: :func:`join_ranges`."""
-    return join_ranges([first, second], [boundary])
-
-
 def join_ranges(ranges: Sequence[RangeResult], boundaries: Sequence[int]) -> RangeResult | None:
     """Join the results of consecutive byte ranges of one file, as one reading would give;
     ``boundaries[i]`` is where ``ranges[i + 1]`` starts.
@@ -520,6 +515,8 @@ def join_ranges(ranges: Sequence[RangeResult], boundaries: Sequence[int]) -> Ran
     first = ranges[0]
     if first.restarts or len(boundaries) != len(ranges) - 1:
         return None
+    if len(ranges) == 1:
+        return first
     plugins = dict(first.plugins)  # known at the next boundary
     last = {tag: (hist[1], scalar[1]) for tag, (hist, scalar) in first.steps.items()}
     collisions = list(first.collisions)
@@ -555,8 +552,6 @@ def join_ranges(ranges: Sequence[RangeResult], boundaries: Sequence[int]) -> Ran
                     before_scalar if scalar_last is None else scalar_last,
                 )
         previous = second
-    if len(ranges) == 1:
-        return first
     return RangeResult(
         data=merge(pieces, consume=True),
         values_read=read,

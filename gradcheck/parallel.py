@@ -71,7 +71,7 @@ def plan_pieces(size: int, share: float, estimate: float | None) -> int:
     :data:`PIECE_SECONDS` at least (``estimate``: the whole file's reading time, None when
     unknown); 1: whole."""
     pieces = max(1, round(size / share)) if share > 0 else 1
-    if estimate is not None and PIECE_SECONDS > 0:
+    if estimate is not None:
         pieces = min(pieces, int(estimate / PIECE_SECONDS))
     return max(1, pieces)
 
@@ -94,7 +94,7 @@ class _Task:
     start: int = 0
     limit: int = -1
     split: bool = False
-    assumed: Mapping[str, str] | None = None  # a second range: plugins known before it
+    assumed: Mapping[str, str] | None = None  # a range after the first: plugins known before it
 
 
 DEFAULT_JOBS_MAX = 8
@@ -120,14 +120,20 @@ def read_files(
     jobs = default_jobs() if jobs is None else jobs
     sizes = [_size(path) for path, _ in files]
     if jobs <= 1 or sum(sizes) < POOL_MIN_BYTES:
-        return [reduce_file(path, run, window, progress.reporter()) for path, run in files]
+        return _read_here(files, window, progress)
     tasks = _plan(files, sizes, jobs)
     if len(tasks) < 2:
-        return [reduce_file(path, run, window, progress.reporter()) for path, run in files]
+        return _read_here(files, window, progress)
     if _forks():  # this process and forked children
-        outcomes = _forked(tasks, window, progress, min(jobs, len(tasks)))
-        return _assemble(outcomes, tasks, files, window)
+        return _assemble(_forked(tasks, window, progress, jobs), tasks, files, window)
     return _in_pool(files, tasks, window, progress, jobs)
+
+
+def _read_here(
+    files: Sequence[tuple[str, str]], window: StepWindow, progress: Progress
+) -> list[FilePart]:
+    """Every file read in this process, one after the other."""
+    return [reduce_file(path, run, window, progress.reporter()) for path, run in files]
 
 
 def _forks() -> bool:
@@ -151,7 +157,7 @@ def _in_pool(
         with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=_context()) as pool:
             return _gather(pool, tasks, files, window, progress)
     except (BrokenProcessPool, OSError):  # no worker could start, or one died: read here
-        return [reduce_file(path, run, window, progress.reporter()) for path, run in files]
+        return _read_here(files, window, progress)
 
 
 def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int], jobs: int) -> list[_Task]:
@@ -322,26 +328,23 @@ def in_processes(
         queue = _queue(len(batches))
     except OSError:  # out of file descriptors: all here
         return _outcomes_here(work, items, done)
-    children: list[int] = []
-    boxes: list[_Mailbox] = []
+    boxes: list[_Mailbox] = []  # one a child
     try:
         for _ in range(min(processes, len(items)) - 1):
             box = _fork_child(work, items, batches, queue)
             if box is None:  # no file for the results, at the process limit, out of memory
                 break
-            children.append(box.child)
             boxes.append(box)
         return _shared(work, items, done, batches, queue, boxes)
     except BaseException:  # Ctrl-C, or a bug: do not wait for the children's work
-        for child in children:
-            os.kill(child, signal.SIGKILL)
+        for box in boxes:
+            os.kill(box.child, signal.SIGKILL)
         raise
     finally:
         os.close(queue)
         for box in boxes:
             box.close()
-        for child in children:
-            os.waitpid(child, 0)
+            os.waitpid(box.child, 0)
 
 
 def _fork_child(

@@ -3,7 +3,7 @@
 ``analyze`` is what ``gradcheck analyze`` runs, and what a notebook can call. Each event file
 is reduced on its own by :func:`gradcheck.parts.reduce_file` (on every core: see
 ``gradcheck.parallel``), the parts of a run are merged in file order, and the merged series are
-judged by ``detect.analyze_run`` (several runs on two cores: :func:`judge_runs`). The step
+judged by ``detect.analyze_run`` (several runs on several cores: :func:`judge_runs`). The step
 window is applied to the records before any statistic, so verdicts are about that window; the
 layer glob only filters what is reported.
 """

@@ -374,7 +374,7 @@ def test_second_range_reads_tf2_histograms_at_once_with_the_heads_plugins(
     second = reduce_range(str(path), "run", StepWindow(), boundary, -1, assumed)
     assert set(blind.pending) == set(assumed)  # without: every TF2 value of the range pending
     assert not second.pending and second.assumed == assumed
-    assert fastpath.merge_ranges(first, second, boundary) is not None
+    assert fastpath.join_ranges([first, second], [boundary]) is not None
 
 
 def test_a_wrong_plugin_assumption_reads_the_file_again(tmp_path: Path) -> None:
@@ -387,7 +387,7 @@ def test_a_wrong_plugin_assumption_reads_the_file_again(tmp_path: Path) -> None:
     }
     first = reduce_range(str(path), "run", StepWindow(), 0, boundary)
     second = reduce_range(str(path), "run", StepWindow(), boundary, -1, wrong)
-    assert fastpath.merge_ranges(first, second, boundary) is None
+    assert fastpath.join_ranges([first, second], [boundary]) is None
 
 
 def test_a_cut_starts_a_new_step_at_a_verifiable_record(tmp_path: Path) -> None:
@@ -490,7 +490,7 @@ def test_pool_over_files_and_ranges_matches_one_process(
     """Forked children, or a pool of started workers where there is no ``fork``."""
     monkeypatch.setattr(parallel, "_forks", lambda: forks)
     monkeypatch.setattr(parallel, "SPLIT_SIZE", 1)
-    monkeypatch.setattr(parallel, "PIECE_SECONDS", 0.0)
+    monkeypatch.setattr(parallel, "PIECE_SECONDS", 1e-12)  # any estimate long enough
     monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 1)
     files = []
     for number in range(file_count):
@@ -561,7 +561,7 @@ def test_plan_splits_by_the_estimate_and_assumes_the_heads_plugins(
     monkeypatch.setattr(parallel, "PIECE_SECONDS", 1e9)  # never long enough
     (whole,) = parallel._plan([(str(path), "run")], [size], jobs=2)
     assert not whole.split
-    monkeypatch.setattr(parallel, "PIECE_SECONDS", 0.0)
+    monkeypatch.setattr(parallel, "PIECE_SECONDS", 1e-12)  # any estimate long enough
     first, second = parallel._plan([(str(path), "run")], [size], jobs=2)
     assert first.split and second.split and first.limit == second.start
     assert second.assumed == fastpath.head_plugins(str(path), "run", second.start)
@@ -579,7 +579,7 @@ def test_plan_cuts_a_file_that_holds_more_than_a_process_share(
     """Several files: a file bigger than a process's share of all the bytes is cut (else one
     process reads it alone while the other is done); files of about a share are not."""
     monkeypatch.setattr(parallel, "SPLIT_SIZE", 1)
-    monkeypatch.setattr(parallel, "PIECE_SECONDS", 0.0)
+    monkeypatch.setattr(parallel, "PIECE_SECONDS", 1e-12)  # any estimate long enough
     files = []
     for number, steps in enumerate((90, 10, 10)):
         path = tmp_path / f"events.out.tfevents.{number}.v2"
@@ -843,13 +843,13 @@ def test_a_child_killed_mid_run_leaves_its_remaining_tasks_to_the_parent(
     assert len([pid for pid in workers if pid != parent]) == 1  # the child's first
 
 
-def test_merge_ranges_frees_each_half_as_it_joins(tmp_path: Path) -> None:
+def test_joined_ranges_free_each_piece_as_they_join(tmp_path: Path) -> None:
     path = tmp_path / "events.out.tfevents.1.v2"
     ef.write_events(path, tf2_steps(range(40)))
     (boundary,) = fastpath.split_offsets(str(path), path.stat().st_size, 2)
     first = reduce_range(str(path), "run", StepWindow(), 0, boundary)
     second = reduce_range(str(path), "run", StepWindow(), boundary, -1)
-    joined = fastpath.merge_ranges(first, second, boundary)
+    joined = fastpath.join_ranges([first, second], [boundary])
     assert joined is not None
     # The halves' series moved into the joined result (nothing held twice).
     assert not first.data.histograms and not second.data.histograms

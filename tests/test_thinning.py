@@ -256,7 +256,7 @@ def test_both_engines_and_byte_ranges_thin_alike(
     first = fastpath.reduce_file_range(path, str(run), window, None, 0, boundary)
     second = fastpath.reduce_file_range(path, str(run), window, None, boundary, -1)
     whole = fastpath.reduce_file_range(path, str(run), window)
-    joined = fastpath.merge_ranges(first, second, boundary)
+    joined = fastpath.join_ranges([first, second], [boundary])
     assert joined is not None
     for data in (whole.data, joined.data):
         assert_same_series(data, reference)
