@@ -1187,6 +1187,46 @@ def adversarial_records() -> list[HistogramRecord]:
         records.append(histogram_record("tensor", far, np.full(size, 1e300), 0.0, [0.0] * 5))
     constant = np.where(np.arange(80) == 0, 4.0, 0.0)  # TF <= 2.7's constant tensor, widened
     records.append(histogram_record("tensor", np.arange(80.0) + 3.5, constant, 2.5, [0.0] * 5))
+    return records + adversarial_histo_records()
+
+
+def adversarial_histo_records() -> list[HistogramRecord]:
+    """``HistogramProto`` rows at the edges of the kernel's one-pass path (all fields finite,
+    ``num`` > 0, every edge and count finite, counts not negative or -0.0, at most one zero
+    bucket) and just outside it, where the row goes back to the general passes."""
+    rng = np.random.default_rng(13)
+    records = []
+    for size in (1, 7, 64, 65, 300, 700):
+        right = np.sort(rng.normal(size=size)) if size > 1 else np.array([0.25])
+        counts = rng.integers(0, 4, size=size).astype(float)
+        counts[size // 2] += 1.0
+        num = counts.sum()
+
+        def histo(edges: np.ndarray, bins: np.ndarray, *proto: float) -> None:
+            records.append(histogram_record("histo", edges, bins, 0.0, list(proto)))
+
+        histo(right, counts, right[0], right[-1], num, 0.1, 2.0)  # the one-pass path
+        histo(right, counts, right[0] - 5.0, right[-1] + 5.0, num, -3.0, 9.0)  # loose limits
+        low, high = (right[size // 4], right[3 * size // 4]) if size > 1 else (0.1, 0.2)
+        histo(right, counts, low, high, num, 0.0, 1.0)  # limits inside: edges clipped
+        histo(right, counts, right[0], right[-1], num + 7.0, 0.1, 2.0)  # values not bucketed
+        histo(right, np.zeros(size), right[0], right[-1], 3.0, 0.0, 1.0)  # empty buckets
+        first_full = counts.copy()
+        first_full[0] = 2.0  # min above the first edge: first left edge -inf, general path
+        histo(right, first_full, right[0] + 1.0, right[-1], num + 2.0, 0.1, 2.0)
+        histo(right, np.where(counts == 0, -0.0, counts), right[0], right[-1], num, 0.0, 1.0)
+        for field, value in ((2, 0.0), (2, -1.0), (3, np.inf), (4, np.nan), (0, -np.inf)):
+            proto = [right[0], right[-1], num, 0.1, 2.0]
+            proto[field] = value
+            histo(right, counts, *proto)
+        for position, value in ((0, np.nan), (size - 1, np.inf)):
+            bad_counts = counts.copy()
+            bad_counts[position] = value
+            histo(right, bad_counts, right[0], right[-1], num, 0.1, 2.0)
+        at_zero = np.zeros(size)  # zero-width buckets at 0: several zero buckets
+        histo(at_zero, counts, 0.0, 0.0, num, 0.0, 0.0)
+        straddling = np.linspace(-1.0, 1.0, size) if size > 1 else np.array([0.5])
+        histo(straddling, counts, -1.5, 1.0, num, 0.0, 1.0)  # one zero bucket
     return records
 
 
