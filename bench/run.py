@@ -55,11 +55,19 @@ def _script_reader(name: str, slow: bool, description: str) -> Reader:
     return Reader(name, slow, lambda path: [PYTHON, READERS_SCRIPT, name, str(path)], description)
 
 
-FLOOR_CODE = "import numpy, click"
+_ONE_BLAS_THREAD = 'import os; os.environ.setdefault("OPENBLAS_NUM_THREADS", "1"); '
+"""What ``gradcheck``'s entry point does before numpy is imported (see ``cli.main``): without
+it, numpy's OpenBLAS starts a thread per CPU, which the floor would pay and gradcheck does not."""
+FLOOR_CODE = _ONE_BLAS_THREAD + "import numpy, click"
 """The ``floor`` reader: Python and the imports every ``gradcheck analyze`` needs before it can
 read a byte (numpy, click), and nothing else. No analysis built on these packages can be
 faster; where the floor alone takes longer than the bare loop, "no slower than the bare loop"
 cannot be met (the report says so beside the target)."""
+IMPORTS_CODE = (
+    _ONE_BLAS_THREAD + "import gradcheck.cli, gradcheck.pipeline, gradcheck.report.json_format"
+)
+"""The ``imports`` reader: Python and every module ``gradcheck analyze --format json`` imports
+before it reads a byte (the floor's, and gradcheck's own): its start-up, as it is built now."""
 
 
 def _gradcheck(jobs: int | None) -> Callable[[Path], list[str]]:
@@ -75,12 +83,13 @@ READERS: dict[str, Reader] = {
         _script_reader("gradcheck-read", False, "gradcheck.read() alone"),
         _script_reader("bare", False, "struct framing + Event.FromString"),
         Reader("floor", False, lambda _: [PYTHON, "-c", FLOOR_CODE], "python + numpy, click"),
+        Reader("imports", False, lambda _: [PYTHON, "-c", IMPORTS_CODE], "gradcheck's imports"),
         _script_reader("tbparse", True, "tbparse SummaryReader"),
         _script_reader("accumulator", True, "EventAccumulator, size_guidance 0 (TF installed)"),
         _script_reader("accumulator-notf", True, "EventAccumulator without TensorFlow"),
     )
 }
-DEFAULT_READERS = "gradcheck,gradcheck-1job,bare,floor,tbparse,accumulator"
+DEFAULT_READERS = "gradcheck,gradcheck-1job,bare,floor,imports,tbparse,accumulator"
 MULTI_READERS = ("gradcheck-1job", "gradcheck", "bare", "floor")
 
 
@@ -176,7 +185,7 @@ def measure_once(
     values, layers, verdicts, problem = None, None, None, ""
     if measurement.returncode != 0:
         problem = f"exit status {measurement.returncode}: {measurement.stderr_tail[-300:]}"
-    elif reader.name == "floor":
+    elif reader.name in ("floor", "imports"):
         pass  # reads nothing: its output is not checked
     elif reader.name.startswith("gradcheck") and reader.name != "gradcheck-read":
         layers, verdicts, problem = _check_gradcheck(measurement.stdout, info)

@@ -279,7 +279,9 @@ def test_report_gives_medians_and_best_runs_and_checks_targets_on_medians() -> N
     assert targets["15x faster than tbparse"].passed  # 16.67 on medians (16.0 on best runs)
 
 
-def test_the_floor_marks_the_bare_loop_target_unreachable_only_where_it_exceeds_the_loop() -> None:
+def test_start_up_is_set_beside_an_unmet_bare_loop_target() -> None:
+    """The floor marks the target unreachable only where it exceeds the loop; elsewhere an
+    unmet target gets gradcheck's imports against the loop, a met one nothing."""
     from bench.measure import Measurement
     from bench.report import evaluate_targets, render, summarise
     from bench.run import Result
@@ -288,9 +290,20 @@ def test_the_floor_marks_the_bare_loop_target_unreachable_only_where_it_exceeds_
         measured = Measurement(wall, wall, 50.0, 60.0, 0.0, 0, "", "")
         return Result(dataset, reader, repeat, measured, None, None, None, "")
 
-    walls = {  # the floor is above the bare loop on the small log, below it on the big one
+    walls = {  # 40 MB: the floor above the bare loop; 160 MB: below it, the imports above
         "tensor-40MB": {"gradcheck": (0.26, 0.27), "bare": (0.15, 0.15), "floor": (0.18, 0.18)},
-        "tensor-1GB": {"gradcheck": (1.5, 1.5), "bare": (3.0, 3.0), "floor": (0.18, 0.18)},
+        "tensor-160MB": {
+            "gradcheck": (0.5, 0.5),
+            "bare": (0.3, 0.3),
+            "floor": (0.18, 0.18),
+            "imports": (0.33, 0.33),
+        },
+        "tensor-1GB": {
+            "gradcheck": (1.5, 1.5),
+            "bare": (3.0, 3.0),
+            "floor": (0.18, 0.18),
+            "imports": (0.24, 0.24),
+        },
     }
     results = [
         result(dataset, reader, i, wall)
@@ -300,19 +313,31 @@ def test_the_floor_marks_the_bare_loop_target_unreachable_only_where_it_exceeds_
     ]
     infos = {
         name: gen.DatasetInfo(name, "tensor", "d", ("f",), size, 1, 1, 1, 1, 1, 0.0)
-        for name, size in (("tensor-40MB", 40_000_000), ("tensor-1GB", 1_000_000_000))
+        for name, size in (
+            ("tensor-40MB", 40_000_000),
+            ("tensor-160MB", 160_000_000),
+            ("tensor-1GB", 1_000_000_000),
+        )
     }
     summaries = summarise(results, infos)
     assert summaries[0].ratios["floor/bare"] == 1.2
+    assert summaries[1].ratios["imports/bare"] == 1.1
     targets = {t.dataset: t for t in evaluate_targets(summaries) if "bare" in t.name}
     assert not targets["tensor-40MB"].passed
     assert targets["tensor-40MB"].note.startswith("unreachable here")
     assert "1.20x the bare loop" in targets["tensor-40MB"].note
+    assert not targets["tensor-160MB"].passed
+    assert targets["tensor-160MB"].note == (
+        "start-up alone, before a byte is read: 1.10x the bare loop"
+        " (Python, numpy and click: 0.60x)"
+    )
     assert targets["tensor-1GB"].passed and targets["tensor-1GB"].note == ""
     facts = {"date": "d", "cpus": 2, "python_startup_seconds": 0.03}
     args = type("Args", (), {"repeats": 2, "slow_max_size": "40MB"})()
     text = render(summaries, list(targets.values()), facts, args)  # type: ignore[arg-type]
     assert "tensor-40MB: floor 0.18 s" in text
+    assert "tensor-160MB: imports 0.33 s" in text
+    assert "imports/bare 1.10" in text  # best runs
     assert text.count("unreachable here") == 1
 
 
