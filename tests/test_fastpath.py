@@ -1183,6 +1183,11 @@ def adversarial_records() -> list[HistogramRecord]:
                 records.append(histogram_record(encoding, edges, odd, edges[0] - 1.0, proto))
         zeros = np.zeros(size)  # zero-width buckets at 0: several zero buckets to sum
         records.append(histogram_record("tensor", zeros, odd, 0.0, [0.0] * 5))
+        # several zero buckets of some width (-1 to 0.5, then 0.5 back to 0: clipped to 0 to 0):
+        # their widths count in the variance, not only in the zero share
+        straddle = np.linspace(0.5, 2.0, size)
+        straddle[1 if size > 1 else 0] = 0.0
+        records.append(histogram_record("tensor", straddle, odd + 1.0, -1.0, [0.0] * 5))
         far = np.linspace(1e10, 2e10, size)  # count * middle overflows: the mean is inf
         records.append(histogram_record("tensor", far, np.full(size, 1e300), 0.0, [0.0] * 5))
     constant = np.where(np.arange(80) == 0, 4.0, 0.0)  # TF <= 2.7's constant tensor, widened
