@@ -2173,9 +2173,8 @@ static void fused_pass(Buckets *b, const RowScan *scan, Py_ssize_t w, Range r, d
     }
     unreached_levels(running, denom, w, p, out);
     if (zero_terms > 1) { /* several zero buckets (zero-width or overlapping) */
-        for (Py_ssize_t j = 0; j < n; j++) {
+        for (Py_ssize_t j = 0; j < n; j++)
             b->share[j] = b->counts[j] * (double)zero_bucket(b->lo[j], b->hi[j]);
-        }
         zero_sum = padded_pairwise(b, n, w);
     }
     out->zero_sum = zero_sum;
