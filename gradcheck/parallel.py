@@ -242,28 +242,27 @@ class _Result(Protocol):
 
 
 class _Outcome:
-    """:class:`_Result` of a task run here or in the child (no ``concurrent.futures``):
-    ``compute`` runs at once, its value or exception kept for :meth:`result`."""
+    """:class:`_Result` of a task run here or in the child (no ``concurrent.futures``): its
+    value, or the exception it raised, kept for :meth:`result`."""
 
     __slots__ = ("error", "value")
 
-    def __init__(self, compute: Callable[[], object]) -> None:
-        self.value: object = None
-        self.error: BaseException | None = None
+    def __init__(self, value: object = None, error: BaseException | None = None) -> None:
+        self.value = value
+        self.error = error
+
+    @classmethod
+    def of(cls, compute: Callable[[], object]) -> _Outcome:
+        """Run ``compute`` now and keep what it gives."""
         try:
-            self.value = compute()
+            return cls(compute())
         except Exception as error:  # noqa: BLE001 - raised again by result()
-            self.error = error
+            return cls(error=error)
 
     @classmethod
     def sent(cls, ok: bool, value: object) -> _Outcome:
         """The outcome the child sent: its result, or the exception it raised."""
-        outcome = cls(lambda: None)
-        if ok:
-            outcome.value = value
-        else:
-            outcome.error = value  # type: ignore[assignment]  # the child sends exceptions
-        return outcome
+        return cls(value) if ok else cls(error=value)  # type: ignore[arg-type]  # an exception
 
     def result(self) -> Any:
         if self.error is not None:
@@ -397,7 +396,7 @@ def _shared(
 
     for batch in _taken(queue):
         for at in batches[batch]:
-            settle(at, _Outcome(partial(work, items[at])))
+            settle(at, _Outcome.of(partial(work, items[at])))
             for box in boxes:
                 for sent, outcome in box.ready():
                     settle(sent, outcome)
@@ -405,7 +404,7 @@ def _shared(
         settle(sent, outcome)
     for at, item in enumerate(items):
         if outcomes[at] is None:  # taken by a child, which died before sending it
-            settle(at, _Outcome(partial(work, item)))
+            settle(at, _Outcome.of(partial(work, item)))
     return outcomes  # type: ignore[return-value]  # every one settled
 
 
@@ -433,7 +432,7 @@ def _outcomes_here(
     """The outcome of every item, worked here in order (``done`` called after each)."""
     outcomes = []
     for item in items:
-        outcomes.append(_Outcome(partial(work, item)))
+        outcomes.append(_Outcome.of(partial(work, item)))
         if done is not None:
             done(item)
     return outcomes
@@ -594,7 +593,7 @@ class _Mailbox:
     file once the pipe says which item it is for and where it ends. Closed when the child
     ends, or sends something damaged: what it did not send is then worked here."""
 
-    def __init__(self, results: io.FileIO, ends: io.RawIOBase, count: int, child: int = 0) -> None:
+    def __init__(self, results: io.FileIO, ends: io.RawIOBase, count: int, child: int) -> None:
         self._results = results
         self._ends = ends
         self._count = count  # items: a message is for one of them

@@ -606,6 +606,11 @@ def plan_sizes(tasks: list[parallel._Task]) -> list[int]:
     return [parallel._task_bytes(task) for task in tasks]
 
 
+NO_CHILD = 1 << 30
+"""The process id of a mailbox built by hand (no child behind it): above any ``pid_max``, so
+that a signal sent to it would fail rather than reach a process (0 is this process group)."""
+
+
 @contextlib.contextmanager
 def _mailbox_with(*messages: tuple[bool, object]) -> Iterator[parallel._Mailbox]:
     """The parent's side of a results file and pipe that ``messages`` were sent to, the
@@ -617,7 +622,7 @@ def _mailbox_with(*messages: tuple[bool, object]) -> Iterator[parallel._Mailbox]
             for at, message in enumerate(messages):
                 end = parallel._send(sender, message)
                 ends.write(at.to_bytes(8, "little") + end.to_bytes(8, "little"))
-        yield parallel._Mailbox(results, pipe, len(messages))
+        yield parallel._Mailbox(results, pipe, len(messages), child=NO_CHILD)
 
 
 def _memory_owner(array: np.ndarray) -> object:
@@ -747,7 +752,7 @@ def test_a_child_that_ends_early_leaves_its_task_to_the_parent(tmp_path: Path, w
     done: list[parallel._Task] = []
     with parallel._results_file() as results, open(read_end, "rb", buffering=0) as pipe:
         results.write(b"partial result")
-        box = parallel._Mailbox(results, pipe, 1)
+        box = parallel._Mailbox(results, pipe, 1, child=NO_CHILD)
         work = partial(parallel._run, window=StepWindow())
         (outcome,) = parallel._shared(work, [task], done.append, [[0]], queue, [box])
     os.close(queue)

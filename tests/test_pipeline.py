@@ -283,7 +283,7 @@ def test_runs_are_judged_on_as_many_processes_as_leave_each_enough(
         work: object, items: list[int], weights: object, done: object, processes: int
     ) -> list[object]:
         asked.append(processes)
-        return [parallel._Outcome(lambda item=item: item) for item in items]
+        return [parallel._Outcome(item) for item in items]
 
     monkeypatch.setattr(parallel, "in_processes", noting)
     items = list(range(6))
