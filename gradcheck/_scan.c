@@ -1982,6 +1982,13 @@ static void row_flags(const Buckets *b, Py_ssize_t n, int tensor, uint64_t odd, 
     scan->plain_counts = plain;
 }
 
+/* A HistogramProto row's first left edge, as decode.first_left_edges derives it from ``min``,
+ * the first right edge and the first count. */
+static double first_left_edge(double minimum, double right, double count)
+{
+    return minimum <= right ? minimum : (count == 0 ? right : -INFINITY);
+}
+
 /* Fill ``b`` with scanned row ``s`` of ``size`` buckets as the numpy engine's matrices hold it
  * (histo: first left edge from ``min`` as decode.first_left_edges derives it), and learn its
  * ``RowScan`` (row_fingerprint's pass, short scans from either end). Only the ``n`` written buckets are stored, plus zero counts up to
@@ -2008,10 +2015,8 @@ static uint64_t fill_row(Buckets *b, const double *data, Py_ssize_t s, Py_ssize_
         memcpy(counts, data + s + size, (size_t)size * sizeof(double));
         memcpy(left + 1, data + s, (size_t)(size - 1) * sizeof(double));
     }
-    if (!tensor) {
-        double minimum = f[0];
-        left[0] = minimum <= right[0] ? minimum : (counts[0] == 0 ? right[0] : -INFINITY);
-    }
+    if (!tensor)
+        left[0] = first_left_edge(f[0], right[0], counts[0]);
     for (Py_ssize_t j = n; j < w; j++)
         counts[j] = 0.0;
     uint64_t odd;
@@ -2258,8 +2263,7 @@ static int histo_row_direct(Buckets *b, const double *data, Py_ssize_t s, Py_ssi
     for (Py_ssize_t j = size; j < w; j++)
         counts[j] = 0.0;
     double total = pairwise(counts, w);
-    double minimum = f[0]; /* fill_row's first left edge */
-    double first = minimum <= right[0] ? minimum : (counts[0] == 0 ? right[0] : -INFINITY);
+    double first = first_left_edge(f[0], right[0], counts[0]);
     const uint64_t *wl = weights, *wr = weights + MAX_WEIGHTS, *wc = weights + 2 * MAX_WEIGHTS;
     const uint64_t exponent = 0x7FF0000000000000ULL, unit = 0x0010000000000000ULL;
     uint64_t lb = bits_of(first), previous = mix(lb), seen = (lb & exponent) + unit, sum = 0;
