@@ -19,7 +19,7 @@ from gradcheck.model import ClipInfo
 from gradcheck.series import RunData, ScalarSeries
 from gradcheck.signals import Parameter, common_steps
 from gradcheck.stats import median, percentile
-from gradcheck.tags import scalar_role
+from gradcheck.tags import scalar_roles
 
 TREND_POINTS = 24
 MIN_AT_CEILING = {True: 2, False: 5}
@@ -40,15 +40,15 @@ class GlobalNorm:
 
 def global_norms(data: RunData, parameters: list[Parameter]) -> list[GlobalNorm]:
     """Every global norm series the run offers: logged scalars first, then the formed one."""
-    found = [_from_scalar(s) for s in data.scalars.values() if _is_global_norm(s.tag)]
+    roles = scalar_roles(data.scalars)
+    found = [
+        _from_scalar(s)
+        for s in data.scalars.values()
+        if (role := roles.get(s.tag)) is not None and role.kind == "global_grad_norm"
+    ]
     found.sort(key=lambda g: (g.source != "scalar gradient_norm/global", g.source))
     formed = _formed(parameters)
     return [*found, formed] if formed is not None else found
-
-
-def _is_global_norm(tag: str) -> bool:
-    role = scalar_role(tag)
-    return role is not None and role.kind == "global_grad_norm"
 
 
 def _from_scalar(series: ScalarSeries) -> GlobalNorm:

@@ -52,6 +52,13 @@ class Config:
     weight_growth_factor: float = 100.0
     """For parameters without logged gradients: weight RMS this many times its early value (and
     the run's typical weight RMS) is exploding. Healthy weights grow a few times at most."""
+    explode_veto_limit: float = 1e4
+    """A training loss that falls during a rise may excuse it only while the rise stays below
+    this many times the early baseline (two orders beyond ``explode_factor``): a network leaving
+    a plateau or waking up from a small initialisation rises by one to three orders while its
+    loss falls; a rise of four orders, to ten times the run's largest early gradient, is a
+    blow-up whatever the loss does (the loss lags the gradients: it rises once the weights have
+    been thrown off)."""
 
     # --- vanishing -----------------------------------------------------------------------
     vanish_depth_ratio: float = 1e-3
@@ -86,6 +93,11 @@ class Config:
     others_moving: float = 1e-4
     """A weight is called static only while another weight of the run moved at least this much
     (100x the static threshold): a log where nothing moves is an evaluation, not a bug."""
+    normal_update_ratio: float = 1e-4
+    """Weights move normally when their median move between consecutive logged steps is at
+    least this fraction of their spread: the low end of TheDeepChecker's band of healthy
+    update/weight ratios (log10 in [-4, -1]). Tiny gradients that still move the weights this
+    much (Adam normalises their scale away) and a falling loss are not vanishing."""
 
     # --- clipping --------------------------------------------------------------------------
     clip_pinned_tolerance: float = 1e-3

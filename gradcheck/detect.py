@@ -19,8 +19,16 @@ import numpy as np
 from gradcheck import hints
 from gradcheck.clipping import GlobalNorm, clip_info, downsample, global_norms, pinned_ceiling
 from gradcheck.config import DEFAULT_CONFIG, Config
-from gradcheck.model import VERDICTS, LayerResult, RunReport, Verdict
+from gradcheck.model import (
+    GLOBAL_NORM_ROW,
+    VERDICTS,
+    GradientCoverage,
+    LayerResult,
+    RunReport,
+    Verdict,
+)
 from gradcheck.rules import (
+    Excuse,
     Finding,
     RunContext,
     align_layer_onsets,
@@ -43,11 +51,20 @@ from gradcheck.signals import (
     run_weight_spread,
 )
 from gradcheck.stats import median, nanmedian
-from gradcheck.tags import DEFAULT_RULES, TagRules, pair_parameters, scalar_role, training_loss_rank
+from gradcheck.tags import (
+    DEFAULT_RULES,
+    ParameterTags,
+    ScalarRole,
+    TagRules,
+    pair_parameters,
+    scalar_role,
+    scalar_roles,
+    training_loss_rank,
+)
 
 __all__ = ["DEFAULT_CONFIG", "analyze_run"]
 
-Rule = Callable[[Parameter, RunContext], "Finding | None"]
+Rule = Callable[[Parameter, RunContext], "Finding | Excuse | None"]
 BLOW_UP_RULES: tuple[Rule, ...] = (find_nan, find_exploding)
 QUIET_RULES: tuple[Rule, ...] = (find_vanishing, find_static)
 
@@ -56,12 +73,17 @@ def analyze_run(
     data: RunData, config: Config = DEFAULT_CONFIG, rules: TagRules = DEFAULT_RULES
 ) -> RunReport:
     """Verdicts on every parameter of one run, ranked worst first."""
+    roles = scalar_roles(data.scalars)
     tags = pair_parameters(list(data.histograms), list(data.scalars), rules)
     parameters = [parameter_signals(data, t) for t in tags]
     norms = global_norms(data, parameters)
+    gradients = _gradient_coverage(parameters, norms)
+    if gradients == "global":  # the global norm is the only gradient evidence: judge it
+        parameters.append(global_norm_parameter(data, norms[0], depth=len(parameters)))
     context = run_context(data, parameters, config, norms)
-    findings = {p.name: _findings(p, context, BLOW_UP_RULES) for p in parameters}
-    findings = align_layer_onsets(findings)
+    outcomes = {p.name: _outcomes(p, context, BLOW_UP_RULES) for p in parameters}
+    findings = align_layer_onsets({name: found for name, (found, _) in outcomes.items()})
+    notes = {name: excused for name, (_, excused) in outcomes.items()}
     _rank_nan_findings(parameters, findings)
     # Vanishing and static are judged on the healthy steps only: after a blow-up, saturated
     # units give zero gradients and NaN weights stop moving, which says nothing new.
@@ -73,9 +95,13 @@ def analyze_run(
         else run_context(data, healthy, config, norms, healthy_before)
     )
     for parameter in healthy:
-        findings[parameter.name] += _findings(parameter, healthy_context, QUIET_RULES)
+        if parameter.name == GLOBAL_NORM_ROW:
+            continue  # a global norm has no weights and no depth: nan and exploding only
+        found, excused = _outcomes(parameter, healthy_context, QUIET_RULES)
+        findings[parameter.name] += found
+        notes[parameter.name] += excused
     context = dataclasses.replace(context, movements=healthy_context.movements)
-    layers = [_layer_result(p, findings[p.name], context) for p in parameters]
+    layers = [_layer_result(p, findings[p.name], notes[p.name], context) for p in parameters]
     layers.sort(key=lambda layer: (-layer.severity, layer.depth))
     counts: dict[str, int] = {v: sum(layer.verdict == v for layer in layers) for v in VERDICTS}
     return RunReport(
@@ -87,11 +113,95 @@ def analyze_run(
         layers=tuple(layers),
         clipping=clip_info(norms, config, healthy_before),
         counts=counts,
+        gradients=gradients,
+        holds="" if parameters else holdings(data, roles),
+        notes=coverage_notes(parameters, gradients),
     )
 
 
-def _findings(parameter: Parameter, context: RunContext, rules: tuple[Rule, ...]) -> list[Finding]:
-    return [f for rule in rules if (f := rule(parameter, context)) is not None]
+def _outcomes(
+    parameter: Parameter, context: RunContext, rules: tuple[Rule, ...]
+) -> tuple[list[Finding], list[str]]:
+    """The findings of ``rules`` on one parameter, and the reasons of those that excused it."""
+    found: list[Finding] = []
+    excused: list[str] = []
+    for rule in rules:
+        outcome = rule(parameter, context)
+        if isinstance(outcome, Finding):
+            found.append(outcome)
+        elif isinstance(outcome, Excuse):
+            excused.append(f"not {outcome.verdict}: {outcome.reason}")
+    return found, excused
+
+
+def _gradient_coverage(parameters: list[Parameter], norms: list[GlobalNorm]) -> GradientCoverage:
+    """Per-parameter gradients, only a logged global norm, or no gradient evidence at all."""
+    if any(p.gradient is not None for p in parameters):
+        return "per_parameter"
+    if norms and norms[0].source.startswith("scalar "):
+        return "global"
+    return "none"
+
+
+def global_norm_parameter(data: RunData, norm: GlobalNorm, depth: int) -> Parameter:
+    """The run-level row of a run whose only gradient evidence is a global norm scalar: a
+    gradient signal without element count or weights, judged for nan and exploding."""
+    tag = norm.source.removeprefix("scalar ")
+    nonfinite = [s.tag for s in data.scalars.values() if _is_global_nonfinite(s.tag)]
+    tags = ParameterTags(
+        name=GLOBAL_NORM_ROW,
+        depth=depth,
+        grad_norm=tag,
+        grad_nonfinite=nonfinite[0] if nonfinite else None,
+    )
+    return parameter_signals(data, tags)
+
+
+def _is_global_nonfinite(tag: str) -> bool:
+    role = scalar_role(tag)
+    return role is not None and role.kind == "global_grad_nonfinite"
+
+
+def holdings(data: RunData, roles: Mapping[str, ScalarRole]) -> str:
+    """What a run with nothing to judge holds, in a few words (``only scalars: loss, acc``)."""
+    scalars = list(data.scalars)
+    histograms = [key[0] for key in data.histograms]
+    if not scalars and not histograms:
+        return "no histogram or scalar"
+    parts = []
+    if histograms:
+        parts.append(f"only activation/other histograms: {_listed(histograms)}")
+    if scalars:
+        parts.append(f"{'scalars' if histograms else 'only scalars'}: {_listed(scalars)}")
+    return "; ".join(parts)
+
+
+def _listed(names: list[str], limit: int = 6) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+NO_GRADIENTS_NOTE = (
+    "no gradients logged: vanishing and exploding gradients cannot be judged from this run; "
+    "only NaN and weight movement were (log gradients with gradcheck.keras.GradientLogger or "
+    "gradcheck.torch.log_gradients)"
+)
+GLOBAL_ONLY_NOTE = (
+    "only a global gradient norm logged: NaN and exploding gradients were judged for the run as "
+    "a whole; vanishing gradients and single layers cannot be (log per-parameter norms, e.g. "
+    "Lightning's grad_norm, or gradcheck's helpers)"
+)
+
+
+def coverage_notes(parameters: list[Parameter], gradients: GradientCoverage) -> tuple[str, ...]:
+    """What this run's log cannot answer, one line each."""
+    if not parameters:
+        return ()
+    if gradients == "none":
+        return (NO_GRADIENTS_NOTE,)
+    if gradients == "global":
+        return (GLOBAL_ONLY_NOTE,)
+    return ()
 
 
 def _warnings(data: RunData) -> tuple[str, ...]:
@@ -102,7 +212,10 @@ def _warnings(data: RunData) -> tuple[str, ...]:
 
 def _rank_nan_findings(parameters: list[Parameter], findings: dict[str, list[Finding]]) -> None:
     nan = [(p, f) for p in parameters for f in findings[p.name] if f.verdict == "nan"]
-    for parameter, ranked in rank_nan(nan):
+    exploded = frozenset(
+        name for name, found in findings.items() if any(f.verdict == "exploding" for f in found)
+    )
+    for parameter, ranked in rank_nan(nan, exploded):
         findings[parameter.name] = [
             ranked if f.verdict == "nan" else f for f in findings[parameter.name]
         ]
@@ -136,7 +249,13 @@ def run_context(
     that stalls or soars after a blow-up says nothing about the gradients before it."""
     levels = {p.name: gradient_level(p) for p in parameters}
     finite_levels = {name: level for name, level in levels.items() if np.isfinite(level)}
-    largest_name = max(finite_levels, key=finite_levels.__getitem__, default="")
+    norm_levels = frozenset(
+        p.name for p in parameters if p.gradient is not None and not p.gradient.per_element
+    )
+    # The largest per-element level; norms only where no parameter has a per-element one.
+    rms_levels = {n: v for n, v in finite_levels.items() if n not in norm_levels}
+    pool = rms_levels or finite_levels
+    largest_name = max(pool, key=pool.__getitem__, default="")
     early_levels, decays = [], []
     for p in parameters:
         if p.gradient is not None:
@@ -146,6 +265,7 @@ def run_context(
                 decays.append(late / early)
     finite_early = [level for level in early_levels if math.isfinite(level)]
     loss = _loss_before(training_loss(data), before_step)
+    scale = loss_scale(data)
     movements = _movements(parameters)
     ceilings = [c for g in norms if (c := pinned_ceiling(g.values, config, g.exact)) is not None]
     return RunContext(
@@ -167,7 +287,12 @@ def run_context(
         layer_levels=_layer_levels(finite_levels),
         clip_ceiling=ceilings[0] if ceilings else None,
         moving_stats_moved=_moving_stats_moved(movements, config),
-        gradients_logged=sum(p.gradient is not None for p in parameters),
+        gradients_logged=sum(
+            p.gradient is not None and p.name != GLOBAL_NORM_ROW for p in parameters
+        ),
+        norm_levels=norm_levels,
+        loss_scale_tag=scale.tag if scale is not None else None,
+        loss_scale_drops=_drops(scale),
     )
 
 
@@ -189,6 +314,22 @@ def training_loss(data: RunData) -> ScalarSeries | None:
     if not candidates:
         return None
     return min(candidates, key=lambda s: (training_loss_rank(s.tag), -len(s)))
+
+
+def loss_scale(data: RunData) -> ScalarSeries | None:
+    """The dynamic loss scale of mixed-precision training, when logged."""
+    for series in data.scalars.values():
+        role = scalar_role(series.tag)
+        if role is not None and role.kind == "loss_scale" and len(series):
+            return series
+    return None
+
+
+def _drops(series: ScalarSeries | None) -> np.ndarray:
+    """Steps at which ``series`` went down."""
+    if series is None or len(series) < 2:
+        return np.empty(0, dtype=np.int64)
+    return series.steps[1:][np.diff(series.values) < 0]
 
 
 def _loss_before(loss: ScalarSeries | None, step: int | None) -> ScalarSeries | None:
@@ -257,7 +398,7 @@ def _moving_stats_moved(movements: Mapping[str, Movement], config: Config) -> di
 
 
 def _layer_result(
-    parameter: Parameter, findings: list[Finding], context: RunContext
+    parameter: Parameter, findings: list[Finding], notes: list[str], context: RunContext
 ) -> LayerResult:
     order = {verdict: i for i, verdict in enumerate(VERDICTS)}
     findings = sorted(findings, key=lambda f: order[f.verdict])
@@ -281,6 +422,12 @@ def _layer_result(
         stats={key: _json_safe(value) for key, value in numbers.items()},
         trend=trend,
         trend_of=trend_of,
+        onsets={
+            f.verdict: f.first_bad_step
+            for f in findings
+            if f.first_bad_step is not None and f.verdict != "ok"
+        },
+        notes=tuple(notes),
     )
 
 
@@ -292,14 +439,9 @@ def _display_tag(key: tuple[str, int] | None) -> str | None:
 
 
 def _first_bad_step(findings: list[Finding]) -> int | None:
-    """The verdict's first bad step; for NaN after a blow-up, the onset of the rise."""
-    if not findings:
-        return None
-    steps = {f.verdict: f.first_bad_step for f in findings}
-    if "nan" in steps and steps.get("exploding") is not None:
-        nan_step = steps["nan"]
-        return min(s for s in (nan_step, steps["exploding"]) if s is not None)
-    return findings[0].first_bad_step
+    """The verdict's first bad step: the first non-finite step for NaN (the onset of an
+    explosion before it is in ``onsets``), else the most severe finding's."""
+    return findings[0].first_bad_step if findings else None
 
 
 def _hint(findings: list[Finding]) -> str:

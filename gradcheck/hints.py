@@ -65,6 +65,23 @@ NAN_PLAIN = (
     "inputs that already hold NaN, and fp16 overflow (use loss scaling or bf16); find the first "
     "bad op with torch.autograd.set_detect_anomaly(True) or tf.debugging.enable_check_numerics()."
 )
+NAN_SCALED = (
+    "Non-finite values that loss scaling did not absorb: look for log(0), division by zero or "
+    "sqrt of a negative in the loss or a custom layer, inputs that already hold NaN, and ops "
+    "that overflow fp16 even unscaled (softmax/exp, large activations: keep them in float32 or "
+    "use bf16); find the first bad op with torch.autograd.set_detect_anomaly(True) or "
+    "tf.debugging.enable_check_numerics()."
+)
+OVERFLOW = (
+    "Dynamic loss scaling skipped these steps and lowered its scale: harmless in small numbers "
+    "(GradScaler starts high on purpose). Many skipped steps waste updates: start from a lower "
+    "init_scale, or look for an op that overflows fp16 (keep it in float32, or use bf16)."
+)
+
+
+def nan_hint(loss_scaling: bool) -> str:
+    """The NaN hint; a run that already uses loss scaling is not told to use it."""
+    return NAN_SCALED if loss_scaling else NAN_PLAIN
 EXPLODING_RISE = (
     "Learning rate too large or no gradient clipping: lower the learning rate, clip the global "
     "norm (see the suggested clip norm), add warm-up; unnormalised inputs or targets and "

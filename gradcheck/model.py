@@ -140,9 +140,18 @@ class Run:
 # Report: what detection produces and the formatters render.
 # --------------------------------------------------------------------------------------------
 
-Verdict = Literal["nan", "exploding", "vanishing", "static", "ok"]
-VERDICTS: tuple[Verdict, ...] = ("nan", "exploding", "vanishing", "static", "ok")
-"""Most severe first."""
+Verdict = Literal["nan", "exploding", "vanishing", "static", "overflow", "ok"]
+VERDICTS: tuple[Verdict, ...] = ("nan", "exploding", "vanishing", "static", "overflow", "ok")
+"""Most severe first. ``overflow``: a few gradient steps non-finite under dynamic loss scaling,
+skipped by the optimizer (mixed precision), the run otherwise finite."""
+
+GLOBAL_NORM_ROW = "(global gradient norm)"
+"""The name of the run-level row judged from a global gradient norm scalar, for a run that logs
+no per-parameter gradient."""
+
+GradientCoverage = Literal["per_parameter", "global", "none"]
+"""What gradient evidence a run holds: per-parameter gradients (histograms or norm scalars), only
+a global gradient norm, or none."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +171,11 @@ class LayerResult:
     stats: Mapping[str, float | int | None]  # summary numbers (JSON-safe: NaN/inf become None)
     trend: tuple[float, ...] = ()  # the relevant norm over steps, downsampled (sparkline)
     trend_of: str = ""  # what ``trend`` is, e.g. "gradient L2 norm"
+    onsets: Mapping[str, int] = field(default_factory=dict)
+    """The first bad step of each flag that has one (``{"nan": 7, "exploding": 2}``)."""
+    notes: tuple[str, ...] = ()
+    """Why a rule did not fire although a signal crossed its threshold (a falling loss that
+    softened a rise, a sibling that excused a static bias): reasons the user cannot see."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +204,17 @@ class RunReport:
     layers: tuple[LayerResult, ...]  # sorted by severity, descending
     clipping: ClipInfo | None = None
     counts: Mapping[str, int] = field(default_factory=dict)  # verdict -> number of layers
+    gradients: GradientCoverage = "per_parameter"
+    holds: str = ""
+    """What the run's log holds when it has nothing to judge (``only scalars: loss, accuracy``);
+    empty for a run with parameters."""
+    notes: tuple[str, ...] = ()
+    """What could not be judged from this run, one line each (no gradients logged...)."""
+
+    @property
+    def judgeable(self) -> bool:
+        """Whether the run holds anything gradcheck can judge (weights or gradients)."""
+        return not self.holds
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,12 @@ class GradientSignal:
     count: float  # elements (NaN when unknown)
     steps_logged: int  # steps read over the whole run (more than ``steps`` once thinned)
 
+    @property
+    def per_element(self) -> bool:
+        """Whether ``rms`` is a per-element RMS (the element count is known from a histogram);
+        otherwise it is the norm itself (norms logged as scalars only)."""
+        return bool(np.isfinite(self.count) and self.count > 0)
+
     @functools.cached_property
     def level(self) -> float:
         """Median per-element RMS over the logged steps (NaN when none is finite), computed
@@ -234,6 +240,11 @@ class Movement:
         return max(self.from_first, self.norm_change, self.extremes_change)
 
 
+ZERO_INITIALISED = "the run's typical weight spread"
+"""The scale source of a tensor that starts at zero: its movement is measured against the run's
+typical weight spread, having no spread or magnitude of its own."""
+
+
 def weight_scale(weight: WeightSignal, run_spread: float, first: int = 0) -> tuple[float, str]:
     """The spread movement is measured against, and where it came from.
 
@@ -247,7 +258,7 @@ def weight_scale(weight: WeightSignal, run_spread: float, first: int = 0) -> tup
         return std0, "own spread"
     if np.isfinite(mean0) and mean0 > tiny:
         return mean0, "own magnitude"
-    return run_spread, "the run's typical weight spread"
+    return run_spread, ZERO_INITIALISED
 
 
 def movement(weight: WeightSignal, run_spread: float) -> Movement | None:

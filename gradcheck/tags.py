@@ -20,6 +20,7 @@ that gradcheck's logging helpers write, common global gradient norm tags, and lo
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -141,12 +142,13 @@ def parameter_name(tag: str, rules: TagRules | None = None) -> str:
 # --------------------------------------------------------------------------------------------
 
 ScalarKind = Literal[
-    "grad_norm",  # exact L2 norm of one parameter's gradient
+    "grad_norm",  # L2 (or other) norm of one parameter's gradient
     "weight_norm",  # exact L2 norm of one parameter
     "grad_nonfinite",  # number of NaN/Inf elements in one gradient
     "weight_nonfinite",  # number of NaN/Inf elements in one parameter
-    "global_grad_norm",  # L2 norm of all gradients together
+    "global_grad_norm",  # norm of all gradients together
     "global_grad_nonfinite",  # number of NaN/Inf elements in all gradients
+    "loss_scale",  # the dynamic loss scale of mixed-precision training (GradScaler)
     "loss",
 ]
 
@@ -169,29 +171,91 @@ _HELPER_KINDS: dict[str, tuple[ScalarKind, ScalarKind | None]] = {
     "gradient_nonfinite": ("grad_nonfinite", "global_grad_nonfinite"),
     "weight_nonfinite": ("weight_nonfinite", None),
 }
+_GLOBAL_NAMES = frozenset(("global", "total", "all"))
+"""Parameter names that stand for all gradients together (``gradient_norm/global``)."""
+_GRAD_NORM_WORD = r"grad(?:ient)?s?[-_ ]?(?:l2[-_ ]?)?norms?"
+_P_NORM = r"grad_(?:[0-9.]+|inf)_norm"
+"""Lightning's ``grad_norm(module, norm_type)`` keys: ``grad_2.0_norm``, ``grad_inf_norm``."""
+# Per-parameter gradient norms written by other tools and by hand, the name in group ``name``:
+# Lightning ``grad_2.0_norm/<p>``; ``grad_norm/<p>``; ``gradients/<p>/norm``.
+_PARAM_GRAD_NORM_PREFIX = re.compile(
+    rf"^(?:.*/)?(?:{_P_NORM}|{_GRAD_NORM_WORD})/(?P<name>.+)$", re.IGNORECASE
+)
+_PARAM_GRAD_NORM_INSIDE = re.compile(
+    rf"^(?:.*/)?{_GRAD_WORD}/(?P<name>.+)/(?:l2_?)?norm$", re.IGNORECASE
+)
+# ``<p>/grad_norm``, ``<p>.grad_norm``, ``<p>_grad_norm``: per parameter only when a run has
+# several of them (see :func:`scalar_roles`); one alone is the run's global norm, as the HF
+# Trainer's ``train/grad_norm``.
+_SUFFIX_GRAD_NORM = re.compile(rf"^(?P<name>.+?)[/._]{_GRAD_NORM_WORD}$", re.IGNORECASE)
 # Global gradient norms other tools write: HF Trainer ``train/grad_norm``, Lightning
-# ``grad_2.0_norm_total``, hand-written ``global_grad_norm`` and the like.
+# ``grad_2.0_norm_total``, Megatron ``grad-norm``, hand-written ``global_grad_norm``,
+# ``total_norm`` (what ``clip_grad_norm_`` returns) and the like.
 _GLOBAL_NORM = re.compile(
-    r"^(?:.*/)?(?:global_?|total_?)?grad(?:ient)?s?_?(?:2\.0_)?norm(?:_total|_global)?$",
+    rf"^(?:.*/)?(?:(?:global|total)[-_]?)?(?:{_GRAD_NORM_WORD}|{_P_NORM})(?:[-_](?:total|global))?$",
+    re.IGNORECASE,
+)
+_BARE_GLOBAL_NORM = re.compile(r"^(?:.*/)?(?:global|total)[-_]?norm$", re.IGNORECASE)
+_NOT_GRADIENT = re.compile(r"param|weight", re.IGNORECASE)
+"""``params/global_norm`` is the weights' norm, not the gradients'."""
+_LOSS_SCALE = re.compile(
+    r"(?:^|/)(?:loss[-_]?scale|grad(?:ient)?[-_]?scaler?|scaler(?:/scale)?|amp[/_](?:loss[-_]?)?scale)$",
     re.IGNORECASE,
 )
 _LOSS = re.compile(r"loss", re.IGNORECASE)
 
 
 def scalar_role(tag: str) -> ScalarRole | None:
-    """The role of a scalar tag, or ``None`` when gradcheck does not use it."""
+    """The role of a scalar tag on its own, or ``None`` when gradcheck does not use it.
+
+    ``<p>/grad_norm`` alone is read as a global norm; :func:`scalar_roles` reads it per
+    parameter when the run holds several such tags."""
     helper = _HELPER_SCALAR.match(tag)
     if helper:
         per_param, global_kind = _HELPER_KINDS[helper.group("prefix")]
         name = helper.group("name")
-        if name == "global" and global_kind is not None:
+        if name.lower() in _GLOBAL_NAMES and global_kind is not None:
             return ScalarRole(global_kind)
         return ScalarRole(per_param, normalise_name(name))
-    if _GLOBAL_NORM.match(tag):
+    if _GLOBAL_NORM.match(tag) or (_BARE_GLOBAL_NORM.match(tag) and not _NOT_GRADIENT.search(tag)):
         return ScalarRole("global_grad_norm")
+    for pattern in (_PARAM_GRAD_NORM_PREFIX, _PARAM_GRAD_NORM_INSIDE):
+        match = pattern.match(tag)
+        if match:
+            name = match.group("name")
+            if name.lower() in _GLOBAL_NAMES:
+                return ScalarRole("global_grad_norm")
+            return ScalarRole("grad_norm", normalise_name(name))
+    if _SUFFIX_GRAD_NORM.match(tag):
+        return ScalarRole("global_grad_norm")
+    if _LOSS_SCALE.search(tag):
+        return ScalarRole("loss_scale")
     if _LOSS.search(tag):
         return ScalarRole("loss")
     return None
+
+
+def scalar_roles(tags: Iterable[str]) -> dict[str, ScalarRole]:
+    """The role of every scalar tag of one run that gradcheck uses (see :func:`scalar_role`).
+
+    ``<p>/grad_norm`` tags are per-parameter norms when the run holds two or more of them with
+    different ``<p>``; a single one is the run's global norm (``train/grad_norm``)."""
+    tags = list(tags)
+    suffixed = {
+        tag: match.group("name")
+        for tag in tags
+        if (match := _SUFFIX_GRAD_NORM.match(tag))
+        and match.group("name").lower() not in _GLOBAL_NAMES
+        and not _HELPER_SCALAR.match(tag)
+    }
+    per_parameter = len(set(suffixed.values())) >= 2
+    roles: dict[str, ScalarRole] = {}
+    for tag in tags:
+        if per_parameter and tag in suffixed:
+            roles[tag] = ScalarRole("grad_norm", normalise_name(suffixed[tag]))
+        elif (role := scalar_role(tag)) is not None:
+            roles[tag] = role
+    return roles
 
 
 _HELD_OUT_WORDS = re.compile(r"val|test|eval|valid", re.IGNORECASE)
@@ -235,6 +299,8 @@ def pair_parameters(
     ``histogram_keys`` and ``scalar_tags`` are in order of first appearance; parameters are
     numbered in that order (histograms first). Series of a colliding tag (``index`` > 0) get
     ``#index`` after their name, as the reader names them. ``other`` series are left out.
+    A weight and a gradient left without a partner are paired when their names differ only by
+    a convention of their own (:func:`_alternative_names`).
     """
     rules = rules or DEFAULT_RULES
     found: dict[str, dict[str, SeriesKey | str]] = {}
@@ -247,11 +313,66 @@ def pair_parameters(
         if slot in found.get(name, {}):
             name = tag if not index else f"{tag}#{index}"  # two series claim one name
         found.setdefault(name, {})[slot] = (tag, index)
-    for tag in scalar_tags:
-        scalar = scalar_role(tag)
-        if scalar is not None and scalar.name is not None and scalar.kind in _SCALAR_FIELDS:
+    for tag, scalar in scalar_roles(scalar_tags).items():
+        if scalar.name is not None and scalar.kind in _SCALAR_FIELDS:
             found.setdefault(scalar.name, {}).setdefault(scalar.kind, tag)
+    _pair_leftovers(found)
     return [_parameter(name, depth, slots) for depth, (name, slots) in enumerate(found.items())]
+
+
+# ``hist/weights/<p>`` (the role word inside the tag) pairs with ``hist/grads/<p>``, which
+# names ``hist/<p>``; ``<p>/weight`` pairs with ``<p>/grad``; a TF1 summary whose name scope was
+# taken (by the variable itself) is uniquified with ``_1``: ``dense/kernel_1`` for ``dense/kernel``.
+_ROLE_INSIDE = re.compile(r"^(?P<before>.+/)(?:weights?|params?|parameters?)/(?P<after>.+)$", re.I)
+_ROLE_LAST = re.compile(r"^(?P<name>.+)/(?:weights?|params?|parameters?|values?)$", re.IGNORECASE)
+_UNIQUIFIED = re.compile(r"^(?P<name>.+)_\d+$")
+
+
+_WEIGHT_SLOTS = frozenset(("weight", "weight_norm", "weight_nonfinite"))
+_GRADIENT_SLOTS = frozenset(("gradient", "grad_norm", "grad_nonfinite"))
+
+
+def _alternative_names(name: str) -> set[str]:
+    """Names that the same parameter may carry under another tag convention."""
+    names = {name}
+    if match := _ROLE_INSIDE.match(name):
+        names.add(match.group("before") + match.group("after"))
+    if match := _ROLE_LAST.match(name):
+        names.add(match.group("name"))
+    names |= {m.group("name") for n in list(names) if (m := _UNIQUIFIED.match(n))}
+    return names
+
+
+def _pair_leftovers(found: dict[str, dict[str, SeriesKey | str]]) -> None:
+    """Merge a weight-only and a gradient-only entry whose alternative names meet, when the
+    match is unique both ways; the merged entry keeps the earlier one's place."""
+    weights = [name for name, slots in found.items() if set(slots) <= _WEIGHT_SLOTS]
+    gradients = [name for name, slots in found.items() if set(slots) <= _GRADIENT_SLOTS]
+    if not weights or not gradients:
+        return
+    alternatives = {name: _alternative_names(name) for name in weights + gradients}
+    matches = {
+        weight: [g for g in gradients if alternatives[weight] & alternatives[g]]
+        for weight in weights
+    }
+    claimed = [g for found_for in matches.values() for g in found_for]
+    for weight, candidates in matches.items():
+        if len(candidates) != 1 or claimed.count(candidates[0]) != 1:
+            continue
+        gradient = candidates[0]
+        names = list(found)
+        first, second = sorted((weight, gradient), key=names.index)
+        merged = {**found[weight], **found[gradient]}
+        found[first] = merged  # keeps its position in the (insertion-ordered) dict
+        del found[second]
+        if first != gradient:  # the gradient's name is the common one: rename in place
+            _rename(found, first, gradient)
+
+
+def _rename(found: dict[str, dict[str, SeriesKey | str]], old: str, new: str) -> None:
+    items = [(new if name == old else name, slots) for name, slots in found.items()]
+    found.clear()
+    found.update(items)
 
 
 def _parameter(name: str, depth: int, slots: dict[str, SeriesKey | str]) -> ParameterTags:

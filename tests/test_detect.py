@@ -121,7 +121,9 @@ def healthy_mlp() -> dict[str, Values]:
 def test_healthy_run_has_no_flag_and_every_parameter_is_reported() -> None:
     report = analyze(healthy_mlp(), scalars={"loss": lambda s: 2.0 / (1 + s)})
     assert [result.verdict for result in report.layers] == ["ok"] * 3
-    assert report.counts == {"nan": 0, "exploding": 0, "vanishing": 0, "static": 0, "ok": 3}
+    assert report.counts == {
+        "nan": 0, "exploding": 0, "vanishing": 0, "static": 0, "overflow": 0, "ok": 3
+    }  # fmt: skip
     fc0 = layer(report, "fc0.weight")
     assert (fc0.weight_tag, fc0.grad_tag, fc0.depth) == ("fc0.weight", "fc0.weight/grad", 0)
     assert fc0.stats["grad_norm_median"] == pytest.approx(0.02 * 16, rel=0.1)  # sqrt(256) * 0.02
@@ -141,8 +143,9 @@ def test_stats_are_json_safe() -> None:
         assert all(v is None or math.isfinite(v) for v in result.stats.values())
         json.dumps(result.stats, allow_nan=False)  # plain numbers: no NaN, inf or numpy types
     poisoned = layer(report, "fc1.weight")  # the NaN step is there, and left out of the stats
-    assert (poisoned.verdict, poisoned.first_bad_step) == ("nan", 30)
-    assert poisoned.stats["first_nan_step"] == 30 and poisoned.stats["grad_steps"] == 40
+    # one NaN gradient step that the weights survived (finite after it): a skipped update
+    assert (poisoned.verdict, poisoned.first_bad_step) == ("overflow", 30)
+    assert poisoned.stats["overflow_steps"] == 1 and poisoned.stats["grad_steps"] == 40
     assert poisoned.stats["grad_norm_max"] == pytest.approx(0.03 * 16, rel=0.15)
 
 
@@ -225,7 +228,7 @@ def test_rising_gradient_is_exploding_from_the_onset_of_the_rise() -> None:
     assert 3.0 < result.severity < 4.0
 
 
-def test_explosion_into_nan_reports_the_onset_not_the_nan() -> None:
+def test_explosion_into_nan_reports_the_nan_step_with_the_onset_beside_it() -> None:
     series = healthy_mlp()
     blowing = gaussian(rising(15, factor=30.0), seed=21)
     series["fc1.weight/grad"] = lambda s: (
@@ -233,7 +236,8 @@ def test_explosion_into_nan_reports_the_onset_not_the_nan() -> None:
     )
     result = layer(analyze(series), "fc1.weight")
     assert result.flags == ("nan", "exploding")
-    assert result.first_bad_step == 15 and result.stats["first_nan_step"] == 19
+    assert result.first_bad_step == 19 and result.stats["first_nan_step"] == 19
+    assert result.onsets == {"nan": 19, "exploding": 15}
     assert "rose" in result.evidence and "blew up" in result.hint
 
 
@@ -303,12 +307,28 @@ def test_first_layer_far_below_the_largest_is_vanishing() -> None:
 
 def test_absolutely_tiny_gradients_are_vanishing_everywhere() -> None:
     series = {
-        name: gaussian(1e-9, seed=i) if name.endswith("grad") else f
+        name: gaussian(1e-9, seed=i) if name.endswith("grad") else frozen(seed=i)
         for i, (name, f) in enumerate(healthy_mlp().items())
     }
     report = analyze(series)
     assert report.counts["vanishing"] == 3
     assert "below the absolute threshold 1.00e-07" in report.layers[0].evidence
+
+
+def test_tiny_gradients_that_still_move_the_weights_are_not_vanishing() -> None:
+    """Adam with a loss scaled down by 1e-5: tiny gradients, weights moving, loss falling."""
+    series = {
+        name: gaussian(1e-9, seed=i) if name.endswith("grad") else f
+        for i, (name, f) in enumerate(healthy_mlp().items())
+    }
+    report = analyze(series, scalars={"loss": lambda step: 2.0 * 0.95**step})
+    assert report.counts["vanishing"] == 0
+    note = layer(report, "fc0.weight").notes[0]
+    assert note.startswith("not vanishing: gradient RMS") and "the loss fell" in note
+    assert "the weights move" in note
+    # the same tiny gradients while the loss stalls are vanishing
+    stalled = analyze(series, scalars={"loss": lambda step: 2.0})
+    assert stalled.counts["vanishing"] == 3
 
 
 def test_decay_by_orders_of_magnitude_while_the_loss_stalls_is_vanishing() -> None:

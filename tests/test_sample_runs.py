@@ -232,4 +232,6 @@ def test_exploding_runs_are_nan_after_an_earlier_explosion(
     assert len(verdicts[name]) == 6  # the loop below is over every parameter, not over none
     for layer in verdicts[name].values():
         assert layer.verdict == "nan" and "exploding" in layer.flags, layer.name
-        assert layer.first_bad_step is not None and layer.first_bad_step < first_nan
+        assert layer.first_bad_step is not None and layer.first_bad_step >= first_nan
+        assert layer.first_bad_step == layer.onsets["nan"] > layer.onsets["exploding"]
+        assert layer.onsets["exploding"] < first_nan

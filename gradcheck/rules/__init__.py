@@ -1,6 +1,6 @@
 """One rule per verdict: a parameter's signals and the run's context -> a finding or None."""
 
-from gradcheck.rules.base import Finding, RunContext, early_and_late, gradient_level
+from gradcheck.rules.base import Excuse, Finding, RunContext, early_and_late, gradient_level
 from gradcheck.rules.exploding import align_layer_onsets, find_exploding, grad_to_weight
 from gradcheck.rules.nan import find_nan, rank_nan
 from gradcheck.rules.static import find_static
@@ -8,6 +8,7 @@ from gradcheck.rules.vanishing import find_vanishing
 
 __all__ = [
     "align_layer_onsets",
+    "Excuse",
     "Finding",
     "RunContext",
     "early_and_late",

@@ -23,6 +23,7 @@ BASE_SEVERITY: Mapping[Verdict, float] = {
     "exploding": 3.0,
     "vanishing": 2.0,
     "static": 1.0,
+    "overflow": 0.5,
     "ok": 0.0,
 }
 
@@ -37,6 +38,15 @@ class Finding:
     numbers: Mapping[str, float | int | None] = field(default_factory=dict)
     until_step: int | None = None
     """Last step of the episode the finding describes (a rise above the exploding threshold)."""
+
+
+@dataclass(frozen=True)
+class Excuse:
+    """Why a rule did not fire although a signal crossed its threshold: shown in the
+    parameter's notes (``--all``, JSON), because the user cannot see it otherwise."""
+
+    verdict: Verdict
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,13 @@ class RunContext:
     """BatchNorm layer -> whether its moving statistics moved (layers that logged them)."""
     gradients_logged: int = 0
     """How many of the run's parameters have a logged gradient."""
+    norm_levels: frozenset[str] = frozenset()
+    """Parameters whose gradient level is a norm, not a per-element RMS: their element count is
+    unknown (norms logged as scalars only). ``largest_level`` is of the other kind when the run
+    has both."""
+    loss_scale_tag: str | None = None
+    loss_scale_drops: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    """Steps at which the logged dynamic loss scale (GradScaler) went down: skipped updates."""
 
 
 def severity(verdict: Verdict, excess: float) -> float:
@@ -95,6 +112,28 @@ def early_and_late(values: np.ndarray, config: Config) -> tuple[float, float, np
     early = median(values[finite[:size]])
     late = median(values[finite[-size:]])
     return early, late, finite
+
+
+def comparable(parameter: Parameter, context: RunContext) -> bool:
+    """Whether this parameter's gradient level can be compared with ``context.largest_level``:
+    both per-element RMS, or both norms (a norm grows with the square root of the tensor's
+    size, so a norm and an RMS are not comparable)."""
+    own_is_norm = parameter.name in context.norm_levels
+    largest_is_norm = context.largest_name in context.norm_levels
+    return own_is_norm == largest_is_norm
+
+
+def gradient_is_clear(parameter: Parameter, context: RunContext) -> bool:
+    """Whether the parameter's gradient is clearly non-zero: above the absolute vanishing
+    threshold and, where comparable, above the depth ratio of the run's largest. A bias that
+    feeds a BatchNorm gets zero up to rounding; a parameter left out of the optimizer gets a
+    gradient like any other."""
+    level = gradient_level(parameter)
+    if not level >= context.config.vanish_absolute:
+        return False
+    if comparable(parameter, context) and context.largest_level > 0:
+        return level >= context.config.vanish_depth_ratio * context.largest_level
+    return True
 
 
 def gradient_level(parameter: Parameter) -> float:

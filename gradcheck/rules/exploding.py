@@ -15,6 +15,7 @@ from gradcheck import hints
 from gradcheck.clipping import pinned_ceiling
 from gradcheck.config import Config
 from gradcheck.rules.base import (
+    Excuse,
     Finding,
     RunContext,
     baseline_size,
@@ -148,35 +149,63 @@ def _after_episode(
     return nonfinite, zero
 
 
-def find_exploding(parameter: Parameter, context: RunContext) -> Finding | None:
+def find_exploding(parameter: Parameter, context: RunContext) -> Finding | Excuse | None:
     """Gradient norm far above its early baseline, gradients dwarfing weights, or weights
     blowing up when no gradient was logged. Not while clipping holds the global norm."""
+    if parameter.gradient is not None:
+        rise = _gradient_rise(parameter, context)
+        if isinstance(rise, Finding) or context.clip_ceiling is not None:
+            return rise
+        return _dwarfing(parameter, context) or rise
     if context.clip_ceiling is not None:
         return None
-    gradient = parameter.gradient
-    if gradient is not None:
-        return _gradient_rise(parameter, context) or _dwarfing(parameter, context)
     return _weight_growth(parameter, context)
 
 
-def _gradient_rise(parameter: Parameter, context: RunContext) -> Finding | None:
+def _gradient_rise(parameter: Parameter, context: RunContext) -> Finding | Excuse | None:
     gradient = parameter.gradient
     assert gradient is not None
     rise = find_rise(gradient.norm, gradient.steps, gradient.bad_steps, context.config)
-    if rise is None or pinned_ceiling(gradient.norm, context.config, gradient.exact) is not None:
-        return None  # a per-parameter clip (Keras clipnorm) holds this norm
+    if rise is None:
+        return None
+    seen = f"gradient L2 norm rose to {fmt(rise.peak_ratio)}x its early baseline"
+    if context.clip_ceiling is not None:
+        return Excuse(
+            "exploding",
+            f"{seen}, but clipping holds the global norm at {fmt(context.clip_ceiling)}",
+        )
+    ceiling = pinned_ceiling(gradient.norm, context.config, gradient.exact)
+    if ceiling is not None:  # a per-parameter clip (Keras clipnorm) holds this norm
+        return Excuse("exploding", f"{seen}, but it is pinned at {fmt(ceiling)} (clipped)")
     peak_rms = float(np.nanmax(gradient.rms))
-    if peak_rms < context.config.explode_level_factor * context.largest_early_level:
-        return None  # a small gradient catching up with the others, not a blow-up
-    if _loss_improved(context, rise):
-        return None  # the loss fell while this gradient grew: a network waking up
+    level = context.config.explode_level_factor * context.largest_early_level
+    if peak_rms < level:
+        return Excuse(
+            "exploding",
+            f"{seen}, but it peaked at {fmt(peak_rms)}, below {fmt(level)} "
+            f"({fmt(context.config.explode_level_factor)}x the run's largest early gradient): "
+            "a small gradient catching up with the others",
+        )
+    loss_fell = _loss_improved(context, rise)
+    limit = context.config.explode_veto_limit
+    if loss_fell and rise.peak_ratio < limit:
+        return Excuse(
+            "exploding",
+            f"{seen} (threshold {fmt(context.config.explode_factor)}x) while the loss "
+            f"({context.loss_tag}) fell: below {fmt(limit)}x a falling loss excuses a rise "
+            "(a network leaving a plateau)",
+        )
     factor = context.config.explode_factor
     evidence = (
-        f"gradient L2 norm rose to {fmt(rise.peak_ratio)}x its early baseline "
-        f"{fmt(rise.baseline)} (threshold {fmt(factor)}x), above it at {rise.steps_above} "
-        f"logged steps from step {rise.first_above_step}{rise.ending}; the rise began at step "
-        f"{rise.onset_step}"
+        f"{seen} {fmt(rise.baseline)} (threshold {fmt(factor)}x), above it at "
+        f"{rise.steps_above} logged steps from step {rise.first_above_step}{rise.ending}; "
+        f"the rise began at step {rise.onset_step}"
     )
+    if loss_fell:
+        evidence += (
+            f" (the loss {context.loss_tag} still fell meanwhile: beyond {fmt(limit)}x a rise "
+            "is exploding whatever the loss does)"
+        )
     numbers = {
         "explode_onset_step": rise.onset_step,
         "grad_rise_factor": rise.peak_ratio,

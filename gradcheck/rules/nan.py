@@ -1,5 +1,6 @@
 """nan: any NaN/Inf in a parameter's weights or gradient, or its series stopping as the loss
-turns NaN (writers refuse or crash on non-finite tensors)."""
+turns NaN (writers refuse or crash on non-finite tensors); overflow: a few gradient steps
+non-finite under dynamic loss scaling, which the optimizer skips."""
 
 from __future__ import annotations
 
@@ -12,20 +13,74 @@ from gradcheck.rules.base import BASE_SEVERITY, Finding, RunContext
 from gradcheck.signals import Parameter
 from gradcheck.stats import median
 
+OVERFLOW_SHARE = 0.5
+"""Non-finite gradient steps are a transient overflow only while they are at most half of the
+logged steps: dynamic loss scaling halves the scale at each overflow and grows it back only
+after many clean steps (GradScaler: 2,000), so a healthy run skips a small share of steps;
+more than half skipped is no longer training."""
+
 
 def find_nan(parameter: Parameter, context: RunContext) -> Finding | None:
-    """Any NaN/Inf in the weights or gradient; or the series stop as the loss turns NaN."""
+    """Any NaN/Inf in the weights or gradient (a transient overflow apart: see
+    :func:`transient_overflow`); or the series stop as the loss turns NaN."""
     step = parameter.first_bad_step
     if step is not None:
+        if transient_overflow(parameter, context):
+            return _overflow(parameter, context)
         return Finding(
             "nan",
             0.0,
             step,
             _nan_evidence(parameter, step),
-            hints.NAN_PLAIN,
+            hints.nan_hint(context.loss_scale_tag is not None),
             {"first_nan_step": step},
         )
     return _stopped_at_nan_loss(parameter, context)
+
+
+def transient_overflow(parameter: Parameter, context: RunContext) -> bool:
+    """Non-finite gradients at isolated steps that training survived, as dynamic loss scaling
+    (``torch.amp.GradScaler``, Keras ``LossScaleOptimizer``) leaves them: the optimizer skips
+    those steps, so the weights stay finite, the loss stays finite, and the gradient is finite
+    again at its last logged step; at most :data:`OVERFLOW_SHARE` of the logged steps."""
+    gradient, weight = parameter.gradient, parameter.weight
+    if gradient is None or gradient.bad_steps.size == 0:
+        return False
+    if weight is not None and weight.bad_steps.size:
+        return False  # the weights took a non-finite update: not skipped
+    if context.loss_nan_step is not None:
+        return False
+    last = int(gradient.steps[-1]) if gradient.steps.size else None
+    if last is None or bool(np.isin(last, gradient.bad_steps)):
+        return False  # non-finite to the end: it never recovered
+    return gradient.bad_steps.size <= OVERFLOW_SHARE * gradient.steps.size
+
+
+def _overflow(parameter: Parameter, context: RunContext) -> Finding:
+    gradient = parameter.gradient
+    assert gradient is not None
+    bad = gradient.bad_steps
+    shown = ", ".join(str(int(s)) for s in bad[:5]) + (", ..." if bad.size > 5 else "")
+    evidence = (
+        f"gradient non-finite at {bad.size} of {gradient.steps.size} logged steps ({shown}), "
+        "finite again after each and at the last logged step"
+    )
+    evidence += "; the weights stayed finite" if parameter.weight is not None else ""
+    drops = context.loss_scale_drops
+    if context.loss_scale_tag is not None:
+        evidence += (
+            f"; the loss scale ({context.loss_scale_tag}) went down at {drops.size} logged "
+            "steps" + (f" from step {int(drops[0])}" if drops.size else "")
+        )
+    evidence += ": overflow that dynamic loss scaling skips, not a divergence"
+    return Finding(
+        "overflow",
+        BASE_SEVERITY["overflow"] + min(0.49, bad.size / max(gradient.steps.size, 1)),
+        int(bad[0]),
+        evidence,
+        hints.OVERFLOW,
+        {"overflow_steps": int(bad.size)},
+    )
 
 
 def _nan_evidence(parameter: Parameter, step: int) -> str:
@@ -52,11 +107,22 @@ def _stopped_at_nan_loss(parameter: Parameter, context: RunContext) -> Finding |
         f"the loss ({context.loss_tag}) is NaN/Inf from step {loss_step} and this parameter's "
         f"series stop at step {last}: writers refuse or crash on non-finite tensors"
     )
-    return Finding("nan", 0.0, loss_step, evidence, hints.NAN_PLAIN, {"first_nan_step": loss_step})
+    return Finding(
+        "nan",
+        0.0,
+        loss_step,
+        evidence,
+        hints.nan_hint(context.loss_scale_tag is not None),
+        {"first_nan_step": loss_step, "nan_inferred_from_loss": 1},
+    )
 
 
-def rank_nan(findings: list[tuple[Parameter, Finding]]) -> list[tuple[Parameter, Finding]]:
-    """NaN severities: the earliest first bad step ranks highest (where NaN started)."""
+def rank_nan(
+    findings: list[tuple[Parameter, Finding]], exploded: frozenset[str] = frozenset()
+) -> list[tuple[Parameter, Finding]]:
+    """NaN severities: a parameter with non-finite values of its own, or whose gradients
+    exploded (``exploded``), ranks above one whose NaN is only inferred from the loss; within
+    each, the earliest first bad step ranks highest (where NaN started)."""
     steps = [f.first_bad_step for _, f in findings if f.first_bad_step is not None]
     if not steps:
         return findings
@@ -65,6 +131,7 @@ def rank_nan(findings: list[tuple[Parameter, Finding]]) -> list[tuple[Parameter,
     for parameter, finding in findings:
         step = finding.first_bad_step if finding.first_bad_step is not None else last
         earliness = 1.0 - (step - first) / (last - first + 1)
-        value = BASE_SEVERITY["nan"] + 0.9 * earliness
+        direct = parameter.first_bad_step is not None or parameter.name in exploded
+        value = BASE_SEVERITY["nan"] + 0.5 * direct + 0.45 * earliness
         ranked.append((parameter, dataclasses.replace(finding, severity=value)))
     return ranked

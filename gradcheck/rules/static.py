@@ -6,13 +6,22 @@ from __future__ import annotations
 import numpy as np
 
 from gradcheck import hints
-from gradcheck.rules.base import BASE_SEVERITY, Finding, RunContext, fmt, severity
-from gradcheck.signals import Parameter
+from gradcheck.rules.base import (
+    BASE_SEVERITY,
+    Excuse,
+    Finding,
+    RunContext,
+    fmt,
+    gradient_is_clear,
+    severity,
+)
+from gradcheck.signals import ZERO_INITIALISED, Parameter
 from gradcheck.stats import nanmedian
 
 
-def find_static(parameter: Parameter, context: RunContext) -> Finding | None:
-    """Weights that do not move while the run's other weights do."""
+def find_static(parameter: Parameter, context: RunContext) -> Finding | Excuse | None:
+    """Weights that do not move while the run's other weights do, or while their own gradient
+    is clearly non-zero (an update that never comes: left out of the optimizer)."""
     move = context.movements.get(parameter.name)
     weight = parameter.weight
     if move is None or weight is None:
@@ -21,21 +30,33 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | None:
     threshold = context.config.static_movement
     if not (move.bit_identical or moved < threshold):
         return None
-    if _sibling_moved(parameter, context):
-        return None
-    others = [m for name, m in context.movements.items() if name != parameter.name]
-    others_moved = max((m.largest for m in others), default=0.0)
-    if others_moved < context.config.others_moving:
-        return None
+    driven = parameter.gradient is not None and gradient_is_clear(parameter, context)
+    sibling = _moving_sibling(parameter, context)
+    if sibling is not None and not driven:
+        return Excuse(
+            "static",
+            f"its weights did not move, but {sibling} of its layer did and its own gradient is "
+            "about zero: a bias before a normalisation gets none by design",
+        )
+    others_moved = _others_moved(parameter, context)
+    if others_moved < context.config.others_moving and not driven:
+        return Excuse(
+            "static",
+            "its weights did not move, but neither did any other learned weight of the run "
+            f"(up to {fmt(others_moved)}) and no clear gradient drives it: an evaluation log?",
+        )
     steps = f"{weight.steps.size} logged steps ({int(weight.steps[0])}-{int(weight.steps[-1])})"
     if move.bit_identical:
         what = f"weights are bit-identical at all {steps}"
     else:
         what = f"weights moved at most {fmt(moved)} of their spread over {steps}"
+    if others_moved >= context.config.others_moving:
+        reference = f", while other weights moved up to {fmt(others_moved)}"
+    else:
+        reference = ", as every other weight of the run (is the optimizer step ever taken?)"
     kind = hints.parameter_kind(parameter.name)
     evidence = (
-        f"{what} (threshold {fmt(threshold)}), while other weights moved up to "
-        f"{fmt(others_moved)}{_gradient_note(parameter, context)}"
+        f"{what} (threshold {fmt(threshold)}){reference}{_gradient_note(parameter, context)}"
         f"{_bn_note(parameter, kind, context)}"
     )
     excess = threshold / max(moved, 1e-12)
@@ -49,15 +70,32 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | None:
     )
 
 
-def _sibling_moved(parameter: Parameter, context: RunContext) -> bool:
-    """A bias that stays put while its layer's weight moves is not a frozen layer: a bias
-    feeding a BatchNorm gets ~zero gradient by design, so plain SGD never moves it."""
+def _moving_sibling(parameter: Parameter, context: RunContext) -> str | None:
+    """A weight of the same layer that moved: a bias that stays put beside it is not a frozen
+    layer when its own gradient is about zero (a bias feeding a BatchNorm gets none, so plain
+    SGD never moves it)."""
     threshold = context.config.static_movement
     for sibling in hints.sibling_weights(parameter.name):
         move = context.movements.get(sibling)
         if move is not None and move.largest >= threshold:
-            return True
-    return False
+            return sibling
+    return None
+
+
+def _others_moved(parameter: Parameter, context: RunContext) -> float:
+    """How far the run's other learned weights moved: BatchNorm moving statistics (they follow
+    the activations, not the optimizer) and zero-initialised tensors (their movement has no
+    scale of their own) are no reference."""
+    return max(
+        (
+            m.largest
+            for name, m in context.movements.items()
+            if name != parameter.name
+            and hints.parameter_kind(name) != "bn_moving"
+            and m.scale_source != ZERO_INITIALISED
+        ),
+        default=0.0,
+    )
 
 
 FLOAT32_RESOLUTION = float(np.finfo(np.float32).eps)

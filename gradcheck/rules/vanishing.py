@@ -7,8 +7,10 @@ import numpy as np
 
 from gradcheck import hints
 from gradcheck.rules.base import (
+    Excuse,
     Finding,
     RunContext,
+    comparable,
     early_and_late,
     fmt,
     gradient_level,
@@ -18,14 +20,12 @@ from gradcheck.signals import Parameter
 from gradcheck.stats import nan_to_num
 
 
-def find_vanishing(parameter: Parameter, context: RunContext) -> Finding | None:
+def find_vanishing(parameter: Parameter, context: RunContext) -> Finding | Excuse | None:
     """Gradient far below the run's largest, absolutely tiny, or decaying far past the loss."""
     gradient = parameter.gradient
     if gradient is None or not np.isfinite(gradient.rms).any():
         return None
-    if _sibling_is_healthy(parameter, context):
-        return None
-    candidates = [
+    found = [
         f
         for f in (
             _vanishing_absolute(parameter, context),
@@ -34,19 +34,29 @@ def find_vanishing(parameter: Parameter, context: RunContext) -> Finding | None:
         )
         if f is not None
     ]
-    return max(candidates, key=lambda f: f.severity) if candidates else None
+    candidates = [f for f in found if isinstance(f, Finding)]
+    if not candidates:
+        return next(iter(found), None)
+    sibling = _healthy_sibling(parameter, context)
+    if sibling is not None:
+        return Excuse(
+            "vanishing",
+            f"its gradient is small, but {sibling} of its layer gets a healthy one: a bias "
+            "before a normalisation gets about zero by design",
+        )
+    return max(candidates, key=lambda f: f.severity)
 
 
-def _sibling_is_healthy(parameter: Parameter, context: RunContext) -> bool:
-    """A bias whose layer's weight gets a healthy gradient is not vanishing: a bias feeding a
-    BatchNorm gets ~zero gradient by design (the normalisation removes it)."""
+def _healthy_sibling(parameter: Parameter, context: RunContext) -> str | None:
+    """A weight of this bias's layer with a healthy gradient: a bias feeding a BatchNorm gets
+    ~zero gradient by design (the normalisation removes it), which is not vanishing."""
     config = context.config
     for sibling in hints.sibling_weights(parameter.name):
         level = context.levels.get(sibling, float("nan"))
         floor = max(config.vanish_absolute, depth_threshold(context)[0] * context.largest_level)
         if level >= floor:
-            return True
-    return False
+            return sibling
+    return None
 
 
 def _first_below(parameter: Parameter, threshold: float) -> int:
@@ -73,13 +83,20 @@ def _layer_note(parameter: Parameter, level: float, context: RunContext) -> str:
     return "" if layer == level else f"; {fmt(layer)} for its layer's largest parameter"
 
 
-def _vanishing_absolute(parameter: Parameter, context: RunContext) -> Finding | None:
+def _vanishing_absolute(parameter: Parameter, context: RunContext) -> Finding | Excuse | None:
     assert parameter.gradient is not None
     early, _, _ = early_and_late(parameter.gradient.rms, context.config)
     level = gradient_level(parameter)
     threshold = context.config.vanish_absolute
     if not max(early, layer_level(parameter, context)) < threshold:
         return None
+    learning = _still_learning(parameter, context)
+    if learning:
+        return Excuse(
+            "vanishing",
+            f"gradient RMS {fmt(level)} is below the absolute threshold {fmt(threshold)}, "
+            f"but {learning}: a small loss scale that the optimizer normalises away",
+        )
     evidence = (
         f"gradient RMS {fmt(level)} (median; {fmt(early)} early"
         f"{_layer_note(parameter, level, context)}) is below the absolute threshold "
@@ -95,14 +112,35 @@ def _vanishing_absolute(parameter: Parameter, context: RunContext) -> Finding | 
     )
 
 
+def _still_learning(parameter: Parameter, context: RunContext) -> str:
+    """Why the training visibly progresses despite a tiny gradient (empty when it does not, or
+    nothing tells): the loss falls and the weights move normally (each where logged)."""
+    signs = []
+    if context.loss_ratio is not None:
+        if context.loss_ratio > context.config.loss_stalled_ratio:
+            return ""
+        signs.append(f"the loss fell to {fmt(context.loss_ratio)}x its early value")
+    move = context.movements.get(parameter.name)
+    if move is not None:
+        if not move.step_update >= context.config.normal_update_ratio:
+            return ""
+        signs.append(f"the weights move {fmt(move.step_update)} of their spread per logged step")
+    return " and ".join(signs)
+
+
 def _vanishing_depth(parameter: Parameter, context: RunContext) -> Finding | None:
     level = gradient_level(parameter)
     largest = context.largest_level
     if context.largest_name == parameter.name or not largest > 0:
         return None
+    if not comparable(parameter, context):
+        return None  # a norm and a per-element RMS: no common scale
     ratio = layer_level(parameter, context) / largest
+    # Norms without element counts differ by the square root of the tensors' size ratio: only
+    # the plain margin applies to them, not the stalled one.
+    rms = parameter.name not in context.norm_levels
     embedding = hints.parameter_kind(parameter.name) == "embedding"
-    threshold, stalled = depth_threshold(context, stalled_applies=not embedding)
+    threshold, stalled = depth_threshold(context, stalled_applies=rms and not embedding)
     if not ratio < threshold:
         return None
     why = (
@@ -148,7 +186,9 @@ def _vanishing_decay(parameter: Parameter, context: RunContext) -> Finding | Non
         return None
     decay = late / early
     if context.loss_ratio is not None:
-        reference, against = context.loss_ratio, f"the loss fell to {fmt(context.loss_ratio)}x"
+        went = "fell" if context.loss_ratio < 1 else "rose"
+        reference = context.loss_ratio
+        against = f"the loss {went} to {fmt(context.loss_ratio)}x its early value"
     else:
         reference, against = (
             context.median_decay,
