@@ -19,7 +19,7 @@ import click
 
 from gradcheck import __version__
 from gradcheck.errors import GradcheckError, InputError
-from gradcheck.gate import DEFAULT_FAIL_ON, failing_layers, parse_fail_on
+from gradcheck.gate import DEFAULT_FAIL_ON, failing_layers, nothing_to_judge, parse_fail_on
 from gradcheck.report.interface import Env, FormatOptions
 from gradcheck.status import ExitStatus
 
@@ -36,7 +36,8 @@ Exit status:
   1  at least one finding in --fail-on
   2  usage, input or output error (bad option, missing path, no event
      files, nothing readable, report not writable)
-  3  internal error (a bug: rerun with --debug and report it)"""
+  3  internal error (a bug: rerun with --debug and report it)
+  4  nothing to judge: no run logs weights, gradients or gradient norms"""
 
 
 class GradcheckGroup(click.Group):
@@ -153,7 +154,7 @@ def cli() -> None:
     show_default=DEFAULT_FAIL_ON,
     metavar="LIST",
     help="Verdicts that make the exit status 1: comma list of nan, exploding, vanishing, "
-    "static; or any; or none.",
+    "static, overflow; or any; or none.",
 )
 @click.option(
     "--top",
@@ -205,7 +206,8 @@ def analyze(
 ) -> ExitStatus:
     """Judge every parameter of the runs under PATH... (event files or directories).
 
-    Verdicts: nan, exploding, vanishing, static, ok; worst first, with the numbers behind each.
+    Verdicts: nan, exploding, vanishing, static, overflow, ok; worst first, with the
+    numbers behind each.
     """
     from gradcheck.config import load_config
     from gradcheck.pipeline import analyze as run_analysis
@@ -233,6 +235,10 @@ def analyze(
     options = FormatOptions(env=env if output is None else Env(), top=top, show_all=show_all)
     _emit(_format_report(report, format_name, options), output, env)
     _note_warnings(report, format_name, output)
+    silence = nothing_to_judge(report)
+    if silence is not None:
+        click.echo(f"gradcheck: nothing to judge: {silence}", err=True)
+        return ExitStatus.NOTHING_TO_JUDGE
     return ExitStatus.FINDINGS if failing_layers(report, failing) else ExitStatus.OK
 
 

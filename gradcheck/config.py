@@ -19,7 +19,7 @@ from typing import Any
 
 from gradcheck.errors import ConfigError
 
-FAIL_ON_CHOICES = ("nan", "exploding", "vanishing", "static", "any", "none")
+FAIL_ON_CHOICES = ("nan", "exploding", "vanishing", "static", "overflow", "any", "none")
 
 
 @dataclass(frozen=True)

@@ -466,7 +466,7 @@ def _numbers(parameter: Parameter, context: RunContext) -> dict[str, float | int
             grad_norm_max=float(norm.max()) if norm.size else None,
             grad_rms_median=level,
             grad_ratio_to_largest=level / context.largest_level
-            if context.largest_level > 0
+            if context.largest_level > 0 and parameter.name != GLOBAL_NORM_ROW
             else None,
             grad_norm_exact=int(gradient.exact),
             grad_norm_error_bound=gradient.error_bound,

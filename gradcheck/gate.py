@@ -50,3 +50,22 @@ def failing_layers(report: Report, fail_on: frozenset[Verdict]) -> list[LayerRes
         for layer in run.layers
         if fail_on.intersection(layer.flags) or layer.verdict in fail_on
     ]
+
+
+LOGGING_ADVICE = (
+    "log weights and gradients (gradcheck.keras.GradientLogger, gradcheck.torch.log_gradients), "
+    "per-parameter gradient norms (Lightning: self.log_dict(grad_norm(self, norm_type=2))) or a "
+    "global gradient norm"
+)
+
+
+def nothing_to_judge(report: Report) -> str | None:
+    """One line on what the logs hold when no run has anything to judge (else None): the
+    gate must not pass a run it could not judge."""
+    if not report.runs or any(run.judgeable for run in report.runs):
+        return None
+    holdings = "; ".join(f"{run.run}: {run.holds}" for run in report.runs[:3])
+    more = len(report.runs) - 3
+    if more > 0:
+        holdings += f"; and {more} more runs"
+    return f"no weight or gradient signal to judge ({holdings}); {LOGGING_ADVICE}"

@@ -82,6 +82,8 @@ OVERFLOW = (
 def nan_hint(loss_scaling: bool) -> str:
     """The NaN hint; a run that already uses loss scaling is not told to use it."""
     return NAN_SCALED if loss_scaling else NAN_PLAIN
+
+
 EXPLODING_RISE = (
     "Learning rate too large or no gradient clipping: lower the learning rate, clip the global "
     "norm (see the suggested clip norm), add warm-up; unnormalised inputs or targets and "

@@ -10,3 +10,4 @@ class ExitStatus(IntEnum):
     FINDINGS = 1  # at least one finding in --fail-on
     INPUT_ERROR = 2  # usage, input or output error: bad option, missing path, nothing readable
     INTERNAL_ERROR = 3  # a bug in gradcheck
+    NOTHING_TO_JUDGE = 4  # the logs hold no weight or gradient signal: silence is not success

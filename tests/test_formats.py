@@ -169,7 +169,9 @@ def test_json_follows_the_schema() -> None:
         "flags",
         "severity",
         "first_bad_step",
+        "onsets",
         "evidence",
+        "notes",
         "stats",
     }
     assert first["flags"] == ["nan", "exploding"] and first["first_bad_step"] == 24
@@ -177,7 +179,12 @@ def test_json_follows_the_schema() -> None:
     assert first["trend"][-1] is None and first["trend"][0] == pytest.approx(0.1)
     assert troubled["clipping"]["max"] is None and troubled["clipping"]["suggested_clip_norm"] == 5
     assert healthy["layers"][0]["grad_tag"] is None
-    assert troubled["counts"] == {"nan": 1, "exploding": 1, "vanishing": 1, "static": 1, "ok": 2}
+    assert troubled["counts"] == {
+        "nan": 1, "exploding": 1, "vanishing": 1, "static": 1, "overflow": 0, "ok": 2
+    }  # fmt: skip
+    assert troubled["judgeable"] is True and troubled["gradients"] == "per_parameter"
+    assert troubled["holds"] is None and troubled["notes"] == []
+    assert first["onsets"] == {} and first["notes"] == []
 
 
 def test_json_sorts_layers_by_severity_even_if_the_report_does_not() -> None:

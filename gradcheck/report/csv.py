@@ -27,7 +27,7 @@ LEADING = (
     "weight_tag",
     "grad_tag",
 )
-TRAILING = ("evidence", "hint")
+TRAILING = ("evidence", "notes", "hint")
 
 
 class CsvFormatter(Formatter):
@@ -65,7 +65,7 @@ def _row(run: RunReport, layer: LayerResult, stat_keys: list[str]) -> list[str]:
         layer.grad_tag or "",
     ]
     stats = [cell(layer.stats.get(key)) for key in stat_keys]
-    return [*leading, *stats, layer.evidence, layer.hint]
+    return [*leading, *stats, layer.evidence, "; ".join(layer.notes), layer.hint]
 
 
 def cell(value: float | int | None) -> str:

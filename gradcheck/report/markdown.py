@@ -11,11 +11,19 @@ from gradcheck.report.view import (
     clipping_phrase,
     counts_phrase,
     plural,
+    run_verdict_line,
     select_layers,
     verdict_counts,
 )
 
-MARKS = {"nan": "🟥", "exploding": "🟥", "vanishing": "🟨", "static": "🟪", "ok": "🟩"}
+MARKS = {
+    "nan": "🟥",
+    "exploding": "🟥",
+    "vanishing": "🟨",
+    "static": "🟪",
+    "overflow": "🟦",
+    "ok": "🟩",
+}
 
 
 class MarkdownFormatter(Formatter):
@@ -33,6 +41,9 @@ class MarkdownFormatter(Formatter):
     def _run_lines(self, run: RunReport) -> list[str]:
         selection = select_layers(run, self.options.top, self.options.show_all)
         lines = [f"### `{run.run}`", "", _run_summary(run), ""]
+        lines += [f"> {escape(note)}" for note in run.notes]
+        if run.notes:
+            lines.append("")
         lines += [f"> **warning:** {escape(warning)}  " for warning in run.warnings]
         if run.warnings:
             lines.append("")
@@ -66,7 +77,7 @@ def _run_summary(run: RunReport) -> str:
     parts = [plural(len(run.files), "file"), f"steps {format_steps(run.steps)}"]
     if run.writers:
         parts.append(escape(", ".join(run.writers)))
-    parts.append(counts_phrase(verdict_counts(run)))
+    parts.append(escape(run_verdict_line(run)))
     return " · ".join(parts)
 
 
@@ -85,7 +96,7 @@ def _table(layers: tuple[LayerResult, ...]) -> list[str]:
             code(layer.name),
             "" if layer.first_bad_step is None else str(layer.first_bad_step),
             *(number.of(layer) for number in KEY_NUMBERS),
-            escape(layer.evidence),
+            escape("; ".join(filter(None, (layer.evidence, *layer.notes)))),
         ]
         lines.append(_row(cells))
     return lines

@@ -25,11 +25,10 @@ from gradcheck.report.view import (
     LayerSelection,
     Note,
     clipping_phrase,
-    counts_phrase,
     notes_for,
     plural,
+    run_verdict_line,
     select_layers,
-    verdict_counts,
 )
 
 VERDICT_STYLES = {
@@ -37,6 +36,7 @@ VERDICT_STYLES = {
     "exploding": "red",
     "vanishing": "yellow",
     "static": "magenta",
+    "overflow": "cyan",
     "ok": "green",
 }
 VERDICT_WIDTH = 9  # "exploding", "vanishing"
@@ -133,7 +133,7 @@ def _run_summary(run: RunReport) -> list[str]:
     parts = [plural(len(run.files), "file"), f"steps {format_steps(run.steps)}"]
     if run.writers:
         parts.append(", ".join(run.writers))
-    return [" · ".join(parts), counts_phrase(verdict_counts(run))]
+    return [" · ".join(parts), run_verdict_line(run), *run.notes]
 
 
 def _warning_lines(run: RunReport) -> list[str]:
@@ -168,8 +168,12 @@ def _tail_lines(selection: LayerSelection) -> list[str]:
 def _print_note(console: Console, note: Note) -> None:
     """The evidence sentence of one finding, and its hint, wrapped under the table."""
     layer = note.layer
-    evidence = Text.assemble((layer.name, VERDICT_STYLES[layer.verdict]), ": ", layer.evidence)
+    evidence = Text.assemble(
+        (layer.name, VERDICT_STYLES[layer.verdict]), ": ", layer.evidence or layer.verdict
+    )
     console.print(Padding(evidence, (0, 0, 0, 2)))
+    for excuse in note.excuses:
+        console.print(Padding(Text(excuse, style="dim"), (0, 0, 0, 4)))
     if note.hint:
         console.print(Padding(Text(f"hint: {note.hint}", style="dim"), (0, 0, 0, 4)))
 

@@ -71,6 +71,13 @@ def counts_phrase(counts: Mapping[str, int]) -> str:
     return " · ".join(parts) if parts else "no parameters"
 
 
+def run_verdict_line(run: RunReport) -> str:
+    """``1 nan · 4 ok``; for a run with nothing to judge, what its log holds instead."""
+    if not run.judgeable:
+        return f"nothing to judge: {run.holds}"
+    return counts_phrase(verdict_counts(run))
+
+
 def plural(count: int, noun: str) -> str:
     """``1 file``, ``2 files``."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
@@ -97,6 +104,7 @@ class Note:
 
     layer: LayerResult
     hint: str  # "" when the same hint was already given for an earlier finding
+    excuses: tuple[str, ...] = ()  # why rules did not fire (``--all`` only)
 
 
 def notes_for(layers: tuple[LayerResult, ...], every: bool) -> tuple[list[Note], int]:
@@ -104,7 +112,8 @@ def notes_for(layers: tuple[LayerResult, ...], every: bool) -> tuple[list[Note],
 
     Without ``every``: the worst finding of each verdict, and each finding that brings a hint not
     given yet (each hint is printed once: ten vanishing layers share one). The table row of
-    every finding still shows its numbers; JSON and ``--all`` carry every evidence sentence.
+    every finding still shows its numbers; JSON and ``--all`` carry every evidence sentence,
+    and ``--all`` the reasons a rule did not fire (healthy parameters included).
     """
     notes: list[Note] = []
     seen_verdicts: set[str] = set()
@@ -112,10 +121,13 @@ def notes_for(layers: tuple[LayerResult, ...], every: bool) -> tuple[list[Note],
     left_out = 0
     for layer in layers:
         if layer.verdict == "ok":
+            if every and layer.notes:
+                notes.append(Note(layer=layer, hint="", excuses=layer.notes))
             continue
         new_hint = bool(layer.hint) and layer.hint not in seen_hints
         if every or new_hint or layer.verdict not in seen_verdicts:
-            notes.append(Note(layer=layer, hint=layer.hint if new_hint else ""))
+            excuses = layer.notes if every else ()
+            notes.append(Note(layer=layer, hint=layer.hint if new_hint else "", excuses=excuses))
         else:
             left_out += 1
         seen_verdicts.add(layer.verdict)
