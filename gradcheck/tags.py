@@ -316,7 +316,8 @@ def pair_parameters(
     for tag, scalar in scalar_roles(scalar_tags).items():
         if scalar.name is not None and scalar.kind in _SCALAR_FIELDS:
             found.setdefault(scalar.name, {}).setdefault(scalar.kind, tag)
-    _pair_leftovers(found)
+    _pair_leftovers(found, uniquified=False)
+    _pair_leftovers(found, uniquified=True)  # only after every exact convention has paired
     return [_parameter(name, depth, slots) for depth, (name, slots) in enumerate(found.items())]
 
 
@@ -332,25 +333,27 @@ _WEIGHT_SLOTS = frozenset(("weight", "weight_norm", "weight_nonfinite"))
 _GRADIENT_SLOTS = frozenset(("gradient", "grad_norm", "grad_nonfinite"))
 
 
-def _alternative_names(name: str) -> set[str]:
-    """Names that the same parameter may carry under another tag convention."""
+def _alternative_names(name: str, uniquified: bool) -> set[str]:
+    """Names that the same parameter may carry under another tag convention (with
+    ``uniquified``, also without a TF1 ``_<n>`` suffix)."""
     names = {name}
     if match := _ROLE_INSIDE.match(name):
         names.add(match.group("before") + match.group("after"))
     if match := _ROLE_LAST.match(name):
         names.add(match.group("name"))
-    names |= {m.group("name") for n in list(names) if (m := _UNIQUIFIED.match(n))}
+    if uniquified:
+        names |= {m.group("name") for n in list(names) if (m := _UNIQUIFIED.match(n))}
     return names
 
 
-def _pair_leftovers(found: dict[str, dict[str, SeriesKey | str]]) -> None:
+def _pair_leftovers(found: dict[str, dict[str, SeriesKey | str]], uniquified: bool) -> None:
     """Merge a weight-only and a gradient-only entry whose alternative names meet, when the
     match is unique both ways; the merged entry keeps the earlier one's place."""
     weights = [name for name, slots in found.items() if set(slots) <= _WEIGHT_SLOTS]
     gradients = [name for name, slots in found.items() if set(slots) <= _GRADIENT_SLOTS]
     if not weights or not gradients:
         return
-    alternatives = {name: _alternative_names(name) for name in weights + gradients}
+    alternatives = {name: _alternative_names(name, uniquified) for name in weights + gradients}
     matches = {
         weight: [g for g in gradients if alternatives[weight] & alternatives[g]]
         for weight in weights

@@ -1,0 +1,337 @@
+"""Every signal a run logs is judged, and a run that could not be judged never passes (issue 15).
+
+The logs are written by tensorboardX's ``SummaryWriter`` with the tag names the tools use:
+Lightning's ``grad_norm`` (``grad_2.0_norm/<param>``, ``grad_2.0_norm_total``), the HF Trainer's
+``train/grad_norm``, hand-written per-parameter norms, a GradScaler run's skipped steps and its
+``loss_scale``; the verdicts and the exit statuses go through the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner, Result
+
+from gradcheck import cli
+from gradcheck.detect import analyze_run
+from gradcheck.discover import discover
+from gradcheck.model import GLOBAL_NORM_ROW, LayerResult, RunReport
+from gradcheck.reader import read_run
+from gradcheck.series import reduce_records
+from gradcheck.status import ExitStatus
+
+tensorboardX = pytest.importorskip("tensorboardX")
+
+PARAMS = ("layer.0.weight", "layer.0.bias", "layer.2.weight", "layer.2.bias")
+INF, NAN = math.inf, math.nan
+
+
+def write(directory: Path, steps: range, scalars: Callable[[int], dict[str, float]]) -> Path:
+    writer = tensorboardX.SummaryWriter(str(directory))
+    for step in steps:
+        for tag, value in scalars(step).items():
+            writer.add_scalar(tag, value, step)
+    writer.close()
+    return directory
+
+
+def write_histograms(
+    directory: Path, steps: range, tensors: Callable[[int], dict[str, np.ndarray]]
+) -> Path:
+    writer = tensorboardX.SummaryWriter(str(directory))
+    for step in steps:
+        for tag, values in tensors(step).items():
+            writer.add_histogram(tag, values, step)
+    writer.close()
+    return directory
+
+
+def analyze(path: Path) -> RunReport:
+    (run,) = discover([str(path)])
+    return analyze_run(reduce_records(read_run(run)))
+
+
+def by_name(report: RunReport) -> dict[str, LayerResult]:
+    return {layer.name: layer for layer in report.layers}
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli.cli, list(args), prog_name="gradcheck", catch_exceptions=False)
+
+
+def healthy_norm(step: int, scale: float, seed: int) -> float:
+    return scale * (1 + 0.2 * np.sin(step * 0.7 + seed)) * 0.995**step
+
+
+# --------------------------------------------------------------------------------------------
+# Scalar gradient norms
+# --------------------------------------------------------------------------------------------
+
+
+def test_lightning_run_diverged_from_its_first_step_fails_the_gate(tmp_path: Path) -> None:
+    """Total norm Inf at the first logged step and NaN after it, no histograms at all: was
+    'no parameters' and exit 0 even with --fail-on any."""
+
+    def norms(step: int) -> dict[str, float]:
+        bad = INF if step == 0 else NAN
+        return {
+            **{f"grad_2.0_norm/{name}": bad for name in PARAMS},
+            "grad_2.0_norm_total": bad,
+            "train_loss": NAN,
+        }
+
+    run = write(tmp_path / "lightning", range(0, 40, 2), norms)
+    layers = by_name(analyze(run))
+    assert set(layers) == set(PARAMS)  # per-parameter norms are the parameters, in depth order
+    assert [layers[name].depth for name in PARAMS] == [0, 1, 2, 3]
+    assert all(layer.verdict == "nan" and layer.first_bad_step == 0 for layer in layers.values())
+    for fail_on in ("any", "nan"):
+        assert invoke("analyze", str(run), "--fail-on", fail_on).exit_code == ExitStatus.FINDINGS
+
+
+def test_lightning_norms_and_histograms_of_one_parameter_are_one_row(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    writer = tensorboardX.SummaryWriter(str(tmp_path / "run"))
+    for step in range(0, 30, 3):
+        for i, name in enumerate(PARAMS):
+            writer.add_histogram(name, rng.normal(0, 0.1, 64) + 1e-3 * step, step)
+            writer.add_scalar(f"grad_2.0_norm/{name}", healthy_norm(step, 0.5, i), step)
+    writer.close()
+    layers = by_name(analyze(tmp_path / "run"))
+    assert set(layers) == set(PARAMS)
+    weight = layers["layer.0.weight"]
+    assert weight.weight_tag == "layer.0.weight"
+    assert weight.grad_tag == "grad_2.0_norm/layer.0.weight"
+    assert weight.verdict == "ok"
+    assert weight.stats["grad_norm_median"] == pytest.approx(0.5, rel=0.3)
+
+
+@pytest.mark.parametrize(
+    "convention",
+    ["grad_norm/{}", "{}/grad_norm", "gradients/{}/norm", "grad_2.0_norm/{}", "grad_inf_norm/{}"],
+)
+def test_per_parameter_norm_conventions_judge_vanishing_by_depth(
+    tmp_path: Path, convention: str
+) -> None:
+    """A deep sigmoid stack's norms fall five decades towards the input; the last layers'
+    are healthy. Norms without element counts are compared with the plain 1e-3 margin."""
+    depth = 8
+    names = [f"fc{i}.weight" for i in range(depth)]
+
+    def norms(step: int) -> dict[str, float]:
+        values = {
+            convention.format(name): healthy_norm(step, 0.3 * 10 ** (-(depth - 1 - i) * 0.8), i)
+            for i, name in enumerate(names)
+        }
+        return {**values, "loss": 1.386}  # stalled
+
+    run = write(tmp_path / "deep", range(0, 100, 5), norms)
+    layers = by_name(analyze(run))
+    assert set(layers) == set(names)
+    ratios = {name: 10 ** (-(depth - 1 - i) * 0.8) for i, name in enumerate(names)}
+    for name, layer in layers.items():
+        expected = "vanishing" if ratios[name] < 1e-3 else "ok"
+        assert layer.verdict == expected, (name, layer.evidence)
+    assert "0.001 threshold" in layers["fc0.weight"].evidence  # never the stalled 1e-2
+
+
+# --------------------------------------------------------------------------------------------
+# A global norm only
+# --------------------------------------------------------------------------------------------
+
+
+def hf_style(step: int) -> dict[str, float]:
+    """Healthy near 1 for 100 steps, then a decade every 10 steps, Inf from step 180."""
+    if step < 100:
+        norm = healthy_norm(step, 1.0, 0)
+    elif step < 180:
+        norm = 10 ** ((step - 100) / 10)
+    else:
+        norm = INF
+    loss = 2.0 - step / 200 if step < 120 else 50.0
+    return {"train/grad_norm": norm, "train/loss": loss, "train/learning_rate": 1e-3}
+
+
+def test_a_global_norm_only_run_gets_a_judged_row_and_a_clip_norm_from_healthy_steps(
+    tmp_path: Path,
+) -> None:
+    run = write(tmp_path / "hf", range(0, 200, 5), hf_style)
+    report = analyze(run)
+    assert report.gradients == "global"
+    assert [layer.name for layer in report.layers] == [GLOBAL_NORM_ROW]
+    row = report.layers[0]
+    assert row.flags == ("nan", "exploding") and row.grad_tag == "train/grad_norm"
+    assert row.first_bad_step == 180 and 100 <= row.onsets["exploding"] <= 110
+    assert report.clipping is not None
+    suggested = report.clipping.suggested_clip_norm
+    assert suggested is not None and 0.9 < suggested < 1.5  # not 1e5: healthy steps only
+    assert "before" in report.clipping.rule
+    assert any("only a global gradient norm" in note for note in report.notes)
+    result = invoke("analyze", str(run), "--format", "json")
+    assert result.exit_code == ExitStatus.FINDINGS
+    (document,) = json.loads(result.stdout)["runs"]
+    assert document["gradients"] == "global" and document["layers"][0]["onsets"]["nan"] == 180
+
+
+# --------------------------------------------------------------------------------------------
+# Silence is never success
+# --------------------------------------------------------------------------------------------
+
+
+def test_scalars_only_logs_exit_4_and_say_what_they_hold(tmp_path: Path) -> None:
+    run = write(tmp_path / "run", range(20), lambda s: {"loss": 1 / (1 + s), "accuracy": s / 20})
+    result = invoke("analyze", str(run), "--fail-on", "any")
+    assert result.exit_code == ExitStatus.NOTHING_TO_JUDGE == 4
+    assert "nothing to judge: only scalars: loss, accuracy" in result.stdout
+    (line,) = result.stderr.splitlines()
+    assert (
+        line.startswith("gradcheck: nothing to judge:") and "only scalars: loss, accuracy" in line
+    )
+    result = invoke("analyze", str(run), "--format", "json", "--fail-on", "none")
+    assert result.exit_code == 4
+    (document,) = json.loads(result.stdout)["runs"]
+    assert document["judgeable"] is False and document["holds"] == "only scalars: loss, accuracy"
+
+
+def test_a_run_with_nothing_to_judge_beside_one_that_has_is_listed_plainly(
+    tmp_path: Path,
+) -> None:
+    rng = np.random.default_rng(1)
+    write_histograms(
+        tmp_path / "train", range(5), lambda s: {"dense/kernel": rng.normal(0, 0.1, 50) + s}
+    )
+    write(tmp_path / "validation", range(5), lambda s: {"epoch_loss": 1.0, "epoch_accuracy": 0.5})
+    result = invoke("analyze", str(tmp_path), "--fail-on", "any")
+    assert result.exit_code == ExitStatus.OK
+    assert "nothing to judge: only scalars: epoch_loss, epoch_accuracy" in result.stdout
+    assert "no parameters" not in result.stdout
+    assert "no gradients logged: vanishing and exploding gradients cannot be judged" in (
+        " ".join(result.stdout.split())
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Overflow under loss scaling
+# --------------------------------------------------------------------------------------------
+
+
+def write_amp_run(directory: Path, *, diverge: bool) -> Path:
+    """Gradients Inf at isolated steps (as GradScaler leaves them, the scale halving there),
+    weights finite; with ``diverge`` the weights turn NaN at step 60 and stay NaN."""
+    rng = np.random.default_rng(2)
+    overflow = {0, 4, 8, 44}
+    writer = tensorboardX.SummaryWriter(str(directory))
+    scale = 2.0**16
+    weights = {name: rng.normal(0, 0.1, 128) for name in PARAMS}
+    for step in range(0, 100, 4):
+        for i, name in enumerate(PARAMS):
+            norm = INF if step in overflow else healthy_norm(step, 0.2, i)
+            writer.add_scalar(f"gradient_norm/{name}", norm, step)
+            weights[name] = weights[name] + rng.normal(0, 1e-3, 128)
+            values = weights[name] * (NAN if diverge and step >= 60 else 1.0)
+            writer.add_scalar(f"weight_norm/{name}", float(np.linalg.norm(values)), step)
+            writer.add_histogram(f"weights/{name}", np.nan_to_num(values), step)
+            writer.add_scalar(f"weight_nonfinite/{name}", float((~np.isfinite(values)).sum()), step)
+        scale = scale / 2 if step in overflow else scale
+        writer.add_scalar("loss_scale", scale, step)
+        writer.add_scalar("loss", 2.0 * 0.99**step, step)
+    writer.close()
+    return directory
+
+
+def test_transient_overflow_under_loss_scaling_is_not_nan(tmp_path: Path) -> None:
+    report = analyze(write_amp_run(tmp_path / "amp", diverge=False))
+    assert report.counts["nan"] == 0 and report.counts["overflow"] == len(PARAMS)
+    layer = report.layers[0]
+    assert layer.first_bad_step == 0 and layer.stats["overflow_steps"] == 4
+    assert "loss scale (loss_scale) went down" in layer.evidence
+    assert "use loss scaling" not in layer.hint
+    assert invoke("analyze", str(tmp_path / "amp")).exit_code == ExitStatus.OK  # default gate
+    assert invoke("analyze", str(tmp_path / "amp"), "--fail-on", "overflow").exit_code == 1
+
+
+def test_a_diverged_run_under_loss_scaling_is_nan_without_the_loss_scaling_advice(
+    tmp_path: Path,
+) -> None:
+    report = analyze(write_amp_run(tmp_path / "amp", diverge=True))
+    assert report.counts["nan"] == len(PARAMS)
+    layer = report.layers[0]
+    assert layer.first_bad_step == 0 and "weights non-finite from step 60" in layer.evidence
+    assert "use loss scaling" not in layer.hint and "loss scaling did not absorb" in layer.hint
+
+
+# --------------------------------------------------------------------------------------------
+# Pairing and static
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("weight", "gradient", "name", "layers"),
+    [
+        ("hist/weights/{}", "hist/grads/{}", "hist/{}", ("fc", "fc_1")),
+        ("{}/weight", "{}/grad", "{}", ("fc", "fc_1")),
+        # TF1: the variable took the summary's name scope, so the histogram got a ``_1``
+        ("{}_1", "{}/gradient", "{}", ("dense/kernel", "dense_1/kernel")),
+    ],
+)
+def test_weight_and_gradient_tags_pair_in_common_conventions(
+    tmp_path: Path, weight: str, gradient: str, name: str, layers: tuple[str, str]
+) -> None:
+    rng = np.random.default_rng(3)
+
+    def tensors(step: int) -> dict[str, np.ndarray]:
+        out = {}
+        for layer in layers:
+            out[weight.format(layer)] = rng.normal(0, 0.1, 100) + 1e-2 * step
+            out[gradient.format(layer)] = rng.normal(0, 0.01, 100)
+        return out
+
+    report = analyze(write_histograms(tmp_path / "run", range(10), tensors))
+    assert sorted(layer.name for layer in report.layers) == sorted(name.format(x) for x in layers)
+    for layer in report.layers:
+        assert layer.weight_tag is not None and layer.grad_tag is not None, layer.name
+
+
+def test_parameters_left_out_of_the_optimizer_are_static_beside_moving_siblings(
+    tmp_path: Path,
+) -> None:
+    """Biases and LayerNorm dropped from the optimizer: bit-identical weights, healthy
+    gradients, while the kernels of their own layers move."""
+    rng = np.random.default_rng(4)
+    frozen = {
+        "fc1.bias": rng.normal(0, 0.1, 32),
+        "norm.weight": np.ones(32) + rng.normal(0, 0.01, 32),
+    }
+    start = {"fc1.weight": rng.normal(0, 0.1, 256), "fc2.weight": rng.normal(0, 0.1, 256)}
+
+    def tensors(step: int) -> dict[str, np.ndarray]:
+        out = {
+            name: values + 1e-2 * step * rng.normal(0, 0.1, values.size)
+            for name, values in start.items()
+        }
+        out.update(frozen)
+        for name in (*start, *frozen):
+            out[f"{name}/grad"] = rng.normal(0, 0.01, out[name].size)
+        return out
+
+    layers = by_name(analyze(write_histograms(tmp_path / "run", range(12), tensors)))
+    assert {n for n, layer in layers.items() if layer.verdict == "static"} == set(frozen)
+    assert "its gradient is not zero" in layers["fc1.bias"].evidence
+
+
+def test_a_run_whose_optimizer_never_steps_is_static_throughout(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    weights = {f"fc{i}.weight": rng.normal(0, 0.1, 128) for i in range(3)}
+
+    def tensors(step: int) -> dict[str, np.ndarray]:
+        grads = {f"{name}/grad": rng.normal(0, 0.05, 128) for name in weights}
+        return {**weights, **grads}
+
+    report = analyze(write_histograms(tmp_path / "run", range(10), tensors))
+    assert report.counts["static"] == 3
+    assert "as every other weight of the run" in report.layers[0].evidence
