@@ -725,10 +725,11 @@ def merge(parts: Sequence[RunData], consume: bool = False) -> RunData:
         for tag, scalar in _items(part.scalars, consume):
             kept_scalar = scalars.get(tag)
             scalars[tag] = scalar if kept_scalar is None else _joined_scalars(kept_scalar, scalar)
+    restarts = _restarts_across(parts)  # before the pieces are joined (and purged)
     histograms = _built(pieces, _joined_histograms)
     files = tuple(dict.fromkeys(file for part in parts for file in part.files))
     run = next((part.run for part in parts if part.run), "")
-    notices = (notice for part in parts for notice in part.notices)
+    notices = [*(notice for part in parts for notice in part.notices), *restarts]
     return RunData(
         run=run,
         files=files,
@@ -738,6 +739,30 @@ def merge(parts: Sequence[RunData], consume: bool = False) -> RunData:
         histograms=histograms,
         scalars=scalars,
     )
+
+
+def _restarts_across(parts: Sequence[RunData]) -> list[Notice]:
+    """A restart notice for each file whose series go back to steps an earlier file of the run
+    already held (a resumed training writing a new file), first seen on one tag: the reader
+    sees restarts within a file; this is the same notice across files."""
+    from gradcheck.reader import restart_notice  # the reader's wording, one definition
+
+    last: dict[object, int] = {}
+    found = []
+    for part in parts:
+        went_back: tuple[str, int, int] | None = None
+        for key, series in (*part.histograms.items(), *part.scalars.items()):
+            if not len(series):
+                continue
+            first = int(series.steps[0])
+            if went_back is None and key in last and first <= last[key]:
+                tag = key[0] if isinstance(key, tuple) else key
+                went_back = (str(tag), last[key], first)
+            last[key] = max(last.get(key, first), int(series.steps[-1]))
+        if went_back is not None and part.files:
+            tag, before, step = went_back
+            found.append(restart_notice(part.run, part.files[0], tag, before, step))
+    return found
 
 
 def _with_thinning_notice(data: RunData) -> RunData:

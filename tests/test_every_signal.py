@@ -335,3 +335,24 @@ def test_a_run_whose_optimizer_never_steps_is_static_throughout(tmp_path: Path) 
     report = analyze(write_histograms(tmp_path / "run", range(10), tensors))
     assert report.counts["static"] == 3
     assert "as every other weight of the run" in report.layers[0].evidence
+
+
+def test_analyze_warns_about_a_restart_across_files_as_inspect_does(tmp_path: Path) -> None:
+    """A resumed training writes a new file whose steps go back: the older steps are
+    superseded, and the report says so (it did only within one file)."""
+    rng = np.random.default_rng(6)
+    for suffix, steps in (("a", range(0, 20)), ("b", range(10, 30))):
+        writer = tensorboardX.SummaryWriter(str(tmp_path / "run"), filename_suffix=suffix)
+        for step in steps:
+            writer.add_histogram("fc.weight", rng.normal(0, 0.1, 64) + 1e-2 * step, step)
+            writer.add_histogram("fc.weight/grad", rng.normal(0, 0.01, 64), step)
+        writer.close()
+    for jobs in ("1", "2"):
+        result = invoke("analyze", str(tmp_path / "run"), "--format", "json", "-j", jobs)
+        (run,) = json.loads(result.stdout)["runs"]
+        (warning,) = run["warnings"]
+        assert warning.endswith(
+            "b: steps go back from 19 to 10 (first seen on tag 'fc.weight'): "
+            "training was restarted; data at steps >= 10 from before the "
+            "restart is superseded by the newer data, as TensorBoard does"
+        )
