@@ -41,7 +41,7 @@ from gradcheck.rules import (
     gradient_level,
     rank_nan,
 )
-from gradcheck.series import RunData, ScalarSeries
+from gradcheck.series import RunData, ScalarSeries, join_renamed
 from gradcheck.signals import (
     Movement,
     Parameter,
@@ -73,6 +73,7 @@ def analyze_run(
     data: RunData, config: Config = DEFAULT_CONFIG, rules: TagRules = DEFAULT_RULES
 ) -> RunReport:
     """Verdicts on every parameter of one run, ranked worst first."""
+    data = join_renamed(data)
     roles = scalar_roles(data.scalars)
     tags = pair_parameters(list(data.histograms), list(data.scalars), rules)
     parameters = [parameter_signals(data, t) for t in tags]

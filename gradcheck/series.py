@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -751,14 +751,17 @@ def _restarts_across(parts: Sequence[RunData]) -> list[Notice]:
     found = []
     for part in parts:
         went_back: tuple[str, int, int] | None = None
-        for key, series in (*part.histograms.items(), *part.scalars.items()):
-            if not len(series):
+        keyed: list[tuple[object, str, np.ndarray]] = [
+            *((key, key[0], series.steps) for key, series in part.histograms.items()),
+            *((tag, tag, series.steps) for tag, series in part.scalars.items()),
+        ]
+        for key, tag, steps in keyed:
+            if not steps.size:
                 continue
-            first = int(series.steps[0])
+            first = int(steps[0])
             if went_back is None and key in last and first <= last[key]:
-                tag = key[0] if isinstance(key, tuple) else key
-                went_back = (str(tag), last[key], first)
-            last[key] = max(last.get(key, first), int(series.steps[-1]))
+                went_back = (tag, last[key], first)
+            last[key] = max(last.get(key, first), int(steps[-1]))
         if went_back is not None and part.files:
             tag, before, step = went_back
             found.append(restart_notice(part.run, part.files[0], tag, before, step))
@@ -843,3 +846,91 @@ def _joined_scalars(kept: ScalarSeries, newer: ScalarSeries) -> ScalarSeries:
         steps=np.concatenate([kept.steps[:n], newer.steps]),
         values=np.concatenate([kept.values[:n], newer.values]),
     )
+
+
+def join_renamed(data: RunData) -> RunData:
+    """``data`` with series that changed name mid-run joined under their newer name.
+
+    A Keras model reloaded from a checkpoint (``keras.models.load_model``) and fitted on in
+    the same log directory names its variables without the model's own name:
+    ``sequential/dense/kernel/histogram`` until the checkpoint, ``dense/kernel/histogram``
+    after it. Two series are one when their tags differ by one path component, the same one
+    for every such pair of the run (at least two pairs, or the run's only series), and their
+    steps do not overlap; a notice says so."""
+    histograms = dict(data.histograms)
+    scalars = dict(data.scalars)
+    pairs = _renamed_pairs([k[0] for k in histograms] + list(scalars), data)
+    if not pairs:
+        return data
+    joined: list[int] = []  # the first step of each joined series under its new name
+    for old, new in pairs:
+        newer: HistogramSeries | ScalarSeries
+        if (old, 0) in histograms and (new, 0) in histograms:
+            newer = histograms[(new, 0)]
+            series = replace(_joined_histograms([histograms[(old, 0)], newer]), tag=new, index=0)
+            _replace_key(histograms, (old, 0), (new, 0), series)
+        elif old in scalars and new in scalars:
+            newer = scalars[new]
+            _replace_key(scalars, old, new, _joined_scalars(scalars[old], newer))
+        else:
+            continue
+        joined.append(int(newer.steps[0]))
+    step = min(joined)
+    component = _dropped_component(*pairs[0])
+    notice = Notice(
+        run=data.run,
+        file=data.files[-1] if data.files else "",
+        kind="other",
+        tag=pairs[0][1],
+        step=step,
+        message=(
+            f"{len(joined)} series changed name at step {step}: their tags lost the path component "
+            f"'{component}' (as a Keras model reloaded from a checkpoint names its variables); "
+            "each is joined with its earlier name into one parameter"
+        ),
+    )
+    return replace(data, histograms=histograms, scalars=scalars, notices=(*data.notices, notice))
+
+
+def _replace_key(mapping: dict[Any, Any], old_key: object, new_key: object, value: object) -> None:
+    """Put ``value`` at ``old_key``'s position under ``new_key`` (the order is depth)."""
+    items = [(new_key if k == old_key else k, value if k == old_key else v)
+             for k, v in mapping.items() if k != new_key]  # fmt: skip
+    mapping.clear()
+    mapping.update(items)
+
+
+def _dropped_component(old: str, new: str) -> str:
+    parts = old.split("/")
+    for at in range(len(parts)):
+        if "/".join(parts[:at] + parts[at + 1 :]) == new:
+            return parts[at]
+    return ""
+
+
+def _renamed_pairs(tags: list[str], data: RunData) -> list[tuple[str, str]]:
+    """``(old, new)`` tag pairs: ``new`` is ``old`` without one path component, the same
+    component for all pairs, the steps of ``old`` all before those of ``new``."""
+    present = set(tags)
+    by_component: dict[str, list[tuple[str, str]]] = {}
+    for tag in tags:
+        parts = tag.split("/")
+        for at in range(len(parts) - 1):
+            shorter = "/".join(parts[:at] + parts[at + 1 :])
+            if shorter in present and _before(data, tag, shorter):
+                by_component.setdefault(parts[at], []).append((tag, shorter))
+    if len(by_component) != 1:
+        return []
+    (pairs,) = by_component.values()
+    return pairs if len(pairs) >= 2 or len(tags) == 2 else []
+
+
+def _before(data: RunData, old: str, new: str) -> bool:
+    """Whether every step of ``old``'s series precedes every step of ``new``'s."""
+
+    def steps(tag: str) -> np.ndarray | None:
+        series = data.histograms.get((tag, 0)) or data.scalars.get(tag)
+        return None if series is None or not len(series) else series.steps
+
+    a, b = steps(old), steps(new)
+    return a is not None and b is not None and int(a[-1]) < int(b[0])

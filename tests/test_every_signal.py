@@ -356,3 +356,21 @@ def test_analyze_warns_about_a_restart_across_files_as_inspect_does(tmp_path: Pa
             "training was restarted; data at steps >= 10 from before the "
             "restart is superseded by the newer data, as TensorBoard does"
         )
+
+
+def test_series_renamed_mid_run_are_joined_with_a_word(tmp_path: Path) -> None:
+    """A Keras model reloaded from a checkpoint logs ``dense/kernel/histogram`` where it
+    logged ``sequential/dense/kernel/histogram``: one parameter each, not two."""
+    rng = np.random.default_rng(7)
+    names = ("dense/kernel", "dense/bias", "dense_1/kernel")
+    writer = tensorboardX.SummaryWriter(str(tmp_path / "run"))
+    for step in range(6):
+        prefix = "sequential/" if step < 3 else ""
+        for name in names:
+            writer.add_histogram(f"{prefix}{name}/histogram", rng.normal(step, 0.1, 64), step)
+    writer.close()
+    report = analyze(tmp_path / "run")
+    assert [layer.name for layer in report.layers] == list(names)
+    assert all(layer.stats["weight_steps"] == 6 for layer in report.layers)
+    (warning,) = report.warnings
+    assert "3 series changed name at step 3" in warning and "'sequential'" in warning
