@@ -291,6 +291,10 @@ def run_context(
         gradients_logged=sum(
             p.gradient is not None and p.name != GLOBAL_NORM_ROW for p in parameters
         ),
+        unpaired_gradients=sum(
+            p.gradient is not None and p.weight is None and p.name != GLOBAL_NORM_ROW
+            for p in parameters
+        ),
         norm_levels=norm_levels,
         loss_scale_tag=scale.tag if scale is not None else None,
         loss_scale_drops=_drops(scale),

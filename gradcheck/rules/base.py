@@ -74,6 +74,9 @@ class RunContext:
     """BatchNorm layer -> whether its moving statistics moved (layers that logged them)."""
     gradients_logged: int = 0
     """How many of the run's parameters have a logged gradient."""
+    unpaired_gradients: int = 0
+    """Parameters of the run with a gradient but no weights (a tag convention gradcheck did not
+    pair): a weight without a gradient may have one of them."""
     norm_levels: frozenset[str] = frozenset()
     """Parameters whose gradient level is a norm, not a per-element RMS: their element count is
     unknown (norms logged as scalars only). ``largest_level`` is of the other kind when the run

@@ -117,6 +117,12 @@ def _gradient_note(parameter: Parameter, context: RunContext) -> str:
     gradient = parameter.gradient
     frozen = _gradient_logging(parameter, context) == "not_for_this"
     if frozen and hints.parameter_kind(parameter.name) != "bn_moving":
+        if context.unpaired_gradients:
+            return (
+                f"; no gradient is paired with it, and {context.unpaired_gradients} gradient "
+                "series have no weights: if one is its gradient, pair them with --grad-pattern "
+                "/ --weight-pattern"
+            )
         return (
             f"; no gradient was logged for it ({context.gradients_logged} other parameters have "
             "one): frozen (requires_grad=False, trainable=False) or not connected to the loss"
