@@ -23,8 +23,9 @@ Each run directory gets ``expected.json``:
   matches carries the verdict among its flags; a parameter without it is a miss.
 - ``allow``: ``[verdict, regex]``: flags that are not wrong (ambiguous by construction, e.g.
   ``exploding`` next to ``nan`` after a blow-up). Any other flag is a false alarm.
-- ``onset``: ``[verdict, regex, first, last]``: the ``first_bad_step`` of the matching flagged
-  parameters lies in ``[first, last]`` (the known onset, widened by the logging interval).
+- ``onset``: ``[verdict, regex, first, last]``: where the trouble of the matching flagged
+  parameters began (the earliest of their ``onsets``: a NaN after an explosion began with the
+  explosion) lies in ``[first, last]`` (the known onset, widened by the logging interval).
 - ``clipped``: the run's ``clipping.clipped`` when it matters.
 
 Frameworks are imported only by the family being generated.
@@ -1316,7 +1317,9 @@ def _problems(truth: dict, runs: list[dict], total: Score) -> list[str]:
             problems.append(f"miss {verdict} on every parameter matching {pattern!r}")
     for verdict, pattern, first, last in truth["onset"]:
         for x in layers:
-            step = x["first_bad_step"]
+            # where the trouble began: a NaN's first bad step is its first non-finite step,
+            # and the explosion that led to it has its own onset (``onsets``, schema 1)
+            step = min((x.get("onsets") or {}).values(), default=x["first_bad_step"])
             matches = x["verdict"] == verdict and re.search(pattern, x["name"])
             if matches and (step is None or not first <= step <= last):
                 total.onset_errors += 1
