@@ -291,6 +291,7 @@ def run_context(
         gradients_logged=sum(
             p.gradient is not None and p.name != GLOBAL_NORM_ROW for p in parameters
         ),
+        gradients={p.name: p.gradient for p in parameters if p.gradient is not None},
         unpaired_gradients=sum(
             p.gradient is not None and p.weight is None and p.name != GLOBAL_NORM_ROW
             for p in parameters

@@ -15,7 +15,7 @@ import numpy as np
 
 from gradcheck.config import Config
 from gradcheck.model import Verdict
-from gradcheck.signals import Movement, Parameter
+from gradcheck.signals import GradientSignal, Movement, Parameter
 from gradcheck.stats import median
 
 BASE_SEVERITY: Mapping[Verdict, float] = {
@@ -74,6 +74,8 @@ class RunContext:
     """BatchNorm layer -> whether its moving statistics moved (layers that logged them)."""
     gradients_logged: int = 0
     """How many of the run's parameters have a logged gradient."""
+    gradients: Mapping[str, GradientSignal] = field(default_factory=dict)
+    """Every parameter's gradient signal, by name."""
     unpaired_gradients: int = 0
     """Parameters of the run with a gradient but no weights (a tag convention gradcheck did not
     pair): a weight without a gradient may have one of them."""

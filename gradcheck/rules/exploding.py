@@ -24,7 +24,7 @@ from gradcheck.rules.base import (
     severity,
 )
 from gradcheck.signals import Parameter, common_steps
-from gradcheck.stats import median, nan_to_num
+from gradcheck.stats import median, nan_to_num, nanmedian
 
 NEAR_BASELINE = 2.0  # a rise departs from the baseline after the last step within 2x of it
 
@@ -178,13 +178,14 @@ def _gradient_rise(parameter: Parameter, context: RunContext) -> Finding | Excus
     if ceiling is not None:  # a per-parameter clip (Keras clipnorm) holds this norm
         return Excuse("exploding", f"{seen}, but it is pinned at {fmt(ceiling)} (clipped)")
     peak_rms = float(np.nanmax(gradient.rms))
-    level = context.config.explode_level_factor * context.largest_early_level
+    others, against = _others_level(parameter, context, rise)
+    level = context.config.explode_level_factor * others
     if peak_rms < level:
         return Excuse(
             "exploding",
             f"{seen}, but it peaked at {fmt(peak_rms)}, below {fmt(level)} "
-            f"({fmt(context.config.explode_level_factor)}x the run's largest early gradient): "
-            "a small gradient catching up with the others",
+            f"({fmt(context.config.explode_level_factor)}x {against}): a small gradient "
+            "catching up with the others",
         )
     loss_fell = _loss_improved(context, rise)
     limit = context.config.explode_veto_limit
@@ -203,8 +204,8 @@ def _gradient_rise(parameter: Parameter, context: RunContext) -> Finding | Excus
     )
     if loss_fell:
         evidence += (
-            f" (the loss {context.loss_tag} still fell meanwhile: beyond {fmt(limit)}x a rise "
-            "is exploding whatever the loss does)"
+            f" (the training loss, {context.loss_tag}, still fell meanwhile: beyond "
+            f"{fmt(limit)}x a rise is exploding whatever the loss does)"
         )
     numbers = {
         "explode_onset_step": rise.onset_step,
@@ -221,6 +222,29 @@ def _gradient_rise(parameter: Parameter, context: RunContext) -> Finding | Excus
         numbers,
         until_step=rise.last_above_step,
     )
+
+
+def _others_level(parameter: Parameter, context: RunContext, rise: Rise) -> tuple[float, str]:
+    """What a rising gradient is compared with to tell a blow-up from a small gradient catching
+    up with the others: the run's largest early gradient, or the largest of the other gradients
+    (of the same kind, see :func:`~gradcheck.rules.base.comparable`) during the rise (the median
+    over its steps) when that is lower. A gradient that ends far above both caught up with
+    nothing: the others converged (a branch diverging while the loss falls), or rose with it
+    (every layer exploding together) and then the early level is the lower one."""
+    own = parameter.gradient
+    assert own is not None
+    early = context.largest_early_level
+    levels = []
+    for name, other in context.gradients.items():
+        if name == parameter.name or other.per_element != own.per_element:
+            continue
+        during = (other.steps >= rise.first_above_step) & (other.steps <= rise.last_above_step)
+        values = other.rms[during]
+        if np.isfinite(values).any():
+            levels.append(nanmedian(values))
+    if levels and max(levels) < early:
+        return max(levels), "the largest other gradient during the rise"
+    return early, "the run's largest early gradient"
 
 
 def align_layer_onsets(findings: Mapping[str, list[Finding]]) -> dict[str, list[Finding]]:
