@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from gradcheck.matching import without_model_scope
 from gradcheck.model import Cause, ParameterComparison
 from gradcheck.pipeline import plural
 from gradcheck.stats import median
@@ -75,7 +76,7 @@ def _gradient_factor(
     if max(ratios) / min(ratios) > math.sqrt(factor):
         return None
     ratio = median(ratios)
-    alike = f"every one of {len(ratios)} parameters alike" if len(ratios) > 1 else "its only one"
+    alike = f"all {len(ratios)} parameters alike" if len(ratios) > 1 else "its only one"
     if ratio > 1:
         size = _factor(ratio)
         text = (
@@ -147,7 +148,7 @@ def _moves_in(parameter: ParameterComparison, side: str) -> bool:
 
 
 def _names(parameters: Sequence[ParameterComparison]) -> str:
-    shown = ", ".join(p.name for p in parameters[:NAMES_SHOWN])
+    shown = ", ".join(without_model_scope(p.name) for p in parameters[:NAMES_SHOWN])
     more = len(parameters) - NAMES_SHOWN
     return shown + (f" and {more} more" if more > 0 else "")
 
