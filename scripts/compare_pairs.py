@@ -13,11 +13,13 @@ callback for the loss), ``loop/`` with a ``tf.GradientTape`` step logged by
   gradients are ``BATCH`` times fit's at the first step);
 - ``batchnorm_inference``: the loop calls the model with ``training=False``, so BatchNorm
   normalises with its moving statistics and never updates them (the seed question's bug);
-- ``learning_rate``: the loop's SGD has ``LR_FACTOR`` times fit's learning rate.
+- ``learning_rate``: the loop's SGD has ``LR_FACTOR`` times fit's learning rate;
+- ``agreeing``: none (the loop averages the loss, as fit does): the runs must agree.
 
 Deterministic (seeded, ``enable_op_determinism``); a few seconds per pair on 2 CPU cores. The
 tests (``tests/test_compare_real.py``) write the pairs into a temporary directory; the README's
-transcript reads ``sample_pairs/summed_loss``, written by this script.
+transcript reads ``sample_pairs/summed_loss``, written by this script
+(``python scripts/compare_pairs.py --out sample_pairs --only summed_loss``).
 """
 
 from __future__ import annotations
@@ -150,10 +152,16 @@ def learning_rate(out: Path) -> None:
     train_loop(out / "loop", start, learning_rate=LEARNING_RATE * LR_FACTOR)
 
 
+def agreeing(out: Path) -> None:
+    start = train_fit(out / "fit", batchnorm=False, initial=None)
+    train_loop(out / "loop", start)
+
+
 PAIRS: dict[str, Callable[[Path], None]] = {
     "summed_loss": summed_loss,
     "batchnorm_inference": batchnorm_inference,
     "learning_rate": learning_rate,
+    "agreeing": agreeing,
 }
 
 
