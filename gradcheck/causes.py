@@ -69,11 +69,9 @@ def _gradient_factor(
     band, on a log scale) count as one factor.
     """
     ratios = [p.grad_norm_ratio_first for p in both if p.grad_norm_ratio_first]
-    if len(ratios) < 1 or not all(r > factor for r in ratios) and not all(
-        r < 1 / factor for r in ratios
-    ):
-        return None
-    if max(ratios) / min(ratios) > math.sqrt(factor):
+    above = ratios and all(r > factor for r in ratios)
+    below = ratios and all(r < 1 / factor for r in ratios)
+    if not (above or below) or max(ratios) / min(ratios) > math.sqrt(factor):
         return None
     ratio = median(ratios)
     alike = f"all {len(ratios)} parameters alike" if len(ratios) > 1 else "its only one"
@@ -121,9 +119,7 @@ def _not_updated(both: Sequence[ParameterComparison], factor: float) -> tuple[Ca
     return None
 
 
-def _learning_rate(
-    both: Sequence[ParameterComparison], factor: float
-) -> tuple[Cause, str] | None:
+def _learning_rate(both: Sequence[ParameterComparison], factor: float) -> tuple[Cause, str] | None:
     """Updates per unit of gradient a factor apart while the gradients start alike."""
     firsts = [p.grad_norm_ratio_first for p in both if p.grad_norm_ratio_first]
     steps = [p.step_size_ratio_median for p in both if p.step_size_ratio_median]
@@ -140,11 +136,9 @@ def _learning_rate(
 
 
 def _moves_in(parameter: ParameterComparison, side: str) -> bool:
-    moves = (parameter.moves_a, parameter.moves_b) if side == "A" else (
-        parameter.moves_b,
-        parameter.moves_a,
-    )
-    return moves == (True, False)
+    """True when the weights move in ``side`` ("A" or "B") and not in the other run."""
+    pair = (parameter.moves_a, parameter.moves_b)
+    return pair == ((True, False) if side == "A" else (False, True))
 
 
 def _names(parameters: Sequence[ParameterComparison]) -> str:

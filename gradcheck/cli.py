@@ -317,7 +317,9 @@ def inspect(
 @click.argument("run_b", metavar="RUN_B")
 @format_options(COMPARE_FORMAT_CHOICES, "comparison")
 @steps_option
-@click.option("--layer", metavar="GLOB", help="Only parameters whose name (in A or B) matches GLOB.")
+@click.option(
+    "--layer", metavar="GLOB", help="Only parameters whose name (in A or B) matches GLOB."
+)
 @click.option(
     "--fail-on-divergence",
     is_flag=True,

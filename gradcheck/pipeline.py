@@ -116,9 +116,7 @@ def _only_run(path: str) -> Run:
     runs = discover([path])
     if len(runs) != 1:
         found = ", ".join(run.path for run in runs[:5]) + (", ..." if len(runs) > 5 else "")
-        raise InputError(
-            f"{path} holds {len(runs)} runs ({found}): give the directory of one run"
-        )
+        raise InputError(f"{path} holds {len(runs)} runs ({found}): give the directory of one run")
     return runs[0]
 
 

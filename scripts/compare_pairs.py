@@ -93,9 +93,7 @@ def train_fit(log_dir: Path, batchnorm: bool, initial: list[np.ndarray] | None) 
         frozen_weights=batchnorm,
     )
     board = keras.callbacks.TensorBoard(str(log_dir), write_graph=False, profile_batch=0)
-    model.fit(
-        x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[logger, board]
-    )
+    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[logger, board])
     logger.close()
     return start
 

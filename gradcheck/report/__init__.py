@@ -12,7 +12,6 @@ that a JSON or CSV report does not have to pay).
 from __future__ import annotations
 
 from importlib import import_module
-
 from typing import Any
 
 from gradcheck.report.interface import ComparisonFormatter, Env, FormatOptions, Formatter

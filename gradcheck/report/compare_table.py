@@ -123,7 +123,9 @@ def _verdicts(parameter: ParameterComparison, text: str) -> Text:
     """``text`` (:func:`verdict_pair`) with each verdict in its colour."""
     parts = [verdict or MISSING for verdict in (parameter.verdict_a, parameter.verdict_b)]
     return Text.assemble(
-        (parts[0], VERDICT_STYLES.get(parts[0], "")), "/", (parts[1], VERDICT_STYLES.get(parts[1], ""))
+        (parts[0], VERDICT_STYLES.get(parts[0], "")),
+        "/",
+        (parts[1], VERDICT_STYLES.get(parts[1], "")),
     )
 
 
