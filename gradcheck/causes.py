@@ -51,9 +51,17 @@ def name_cause(
         )
     if any(p.diverges for p in both):
         return f"{_count(both, 'diverges')} of {len(both)} parameters differ; no cause fits.", None
+    band = f"[1/{_factor(factor)}, {_factor(factor)}]"
+    steps = plural(common_steps, "common step")
+    if not any(p.grad_norm_ratio_median is not None for p in both):
+        return (
+            f"The runs agree on what both logged (no gradient in both): over {steps} the "
+            f"same weights move, their updates B/A within {band}.",
+            None,
+        )
     return (
-        f"The runs agree: every gradient ratio B/A stays within [1/{_factor(factor)}, "
-        f"{_factor(factor)}] over {common_steps} common steps, and the same weights move.",
+        f"The runs agree: every gradient ratio B/A stays within {band} over {steps}, and "
+        "the same weights move.",
         None,
     )
 

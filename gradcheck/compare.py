@@ -40,6 +40,9 @@ from gradcheck.stats import median, wasserstein_from_quantiles
 from gradcheck.tags import DEFAULT_RULES, TagRules, pair_parameters
 
 
+NAMES_LISTED = 5  # names of parameters in one run only, in the sentence (JSON lists all)
+
+
 class _Side:
     """One run's parameters (signals by name), verdicts, and whether each one's weights move."""
 
@@ -71,7 +74,7 @@ def compare_runs(
     """Run B against run A (every ratio B over A), most different parameters first.
 
     Raises ``InputError`` when no parameter of A matches one of B, when ``layer_glob`` leaves
-    none, or when the runs logged no gradient at a common step.
+    none, or when the runs logged no matched parameter at a common step.
     """
     side_a, side_b = _Side(a, config, rules), _Side(b, config, rules)
     pairs = match_names(list(side_a.parameters), list(side_b.parameters))
@@ -85,10 +88,10 @@ def compare_runs(
         if not pairs:
             raise InputError(f"no parameter matches --layer {layer_glob!r}")
     compared = [_compare(pair, side_a, side_b, config.compare_factor) for pair in pairs]
-    steps = _common_gradient_steps(pairs, side_a, side_b)
+    steps = _common_steps(pairs, side_a, side_b)
     if steps.size == 0 and any(p.presence == "both" for p in compared):
         raise InputError(
-            f"{side_a.path} and {side_b.path} logged no gradient at a common step "
+            f"{side_a.path} and {side_b.path} logged no parameter at a common step "
             f"(A: {_step_range(side_a)}, B: {_step_range(side_b)}); check --steps"
         )
     compared.sort(key=lambda p: (p.presence != "both", -p.difference))
@@ -243,21 +246,27 @@ def _outside(ratio: float, factor: float) -> bool:
     return ratio > factor or ratio < 1 / factor
 
 
-def _common_gradient_steps(pairs: Sequence[NamePair], a: _Side, b: _Side) -> np.ndarray:
-    """Every step at which both runs logged the gradient of some matched parameter."""
-    found: list[np.ndarray] = []
+def _common_steps(pairs: Sequence[NamePair], a: _Side, b: _Side) -> np.ndarray:
+    """Every step at which both runs logged some matched parameter's gradient (or, for runs
+    that log weights only, its weights)."""
+    found: dict[str, list[np.ndarray]] = {"gradient": [], "weight": []}
     for pair in pairs:
         pa = a.parameters.get(pair.name_a) if pair.name_a else None
         pb = b.parameters.get(pair.name_b) if pair.name_b else None
-        if pa and pb and pa.gradient is not None and pb.gradient is not None:
-            found.append(common_steps(pa.gradient.steps, pb.gradient.steps)[0])
-    return np.unique(np.concatenate(found)) if found else np.empty(0, dtype=np.int64)
+        for kind, steps in found.items():
+            signal_a = getattr(pa, kind, None)
+            signal_b = getattr(pb, kind, None)
+            if signal_a is not None and signal_b is not None:
+                steps.append(common_steps(signal_a.steps, signal_b.steps)[0])
+    arrays = found["gradient"] or found["weight"]
+    return np.unique(np.concatenate(arrays)) if arrays else np.empty(0, dtype=np.int64)
 
 
 def _step_range(side: _Side) -> str:
-    steps = [p.gradient.steps for p in side.parameters.values() if p.gradient is not None]
+    signals = [p.gradient or p.weight for p in side.parameters.values()]
+    steps = [signal.steps for signal in signals if signal is not None]
     every = np.concatenate(steps) if steps else np.empty(0, dtype=np.int64)
-    return f"steps {every.min()}-{every.max()}" if every.size else "no gradient"
+    return f"steps {every.min()}-{every.max()}" if every.size else "no step"
 
 
 def _some(names: dict[str, Parameter], shown: int = 3) -> str:
@@ -293,5 +302,7 @@ def names_phrase(pairs: Sequence[NamePair]) -> str:
         ("B", [p.name_b for p in pairs if p.matched_by is None and p.name_b]),
     ):
         if names:
-            text += f"; in {side} only: {', '.join(n for n in names if n)}"
+            more = len(names) - NAMES_LISTED
+            listed = ", ".join(n for n in names[:NAMES_LISTED] if n)
+            text += f"; in {side} only: {listed}" + (f" and {more} more" if more > 0 else "")
     return text

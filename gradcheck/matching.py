@@ -5,8 +5,8 @@ Two builds of one Keras model rarely share names: a second ``Sequential`` in a p
 first build had ``dense``, ``dense_1``). Names are matched in rounds, each on what the last
 left unmatched, and only where a name is unique on both sides: the same name; the same name
 without a leading Keras model scope; then with auto-numbered layer names counted per layer
-type (the k-th ``dense*`` layer of A is the k-th of B), which holds when both runs built the
-same architecture.
+type (the k-th of n ``dense*`` layers of A is the k-th of B's, when B has n too), which holds
+when both runs built the same architecture.
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ def without_model_scope(name: str) -> str:
 
 def layer_ranks(names: Sequence[str]) -> dict[str, str]:
     """Each name (model scope dropped) with its layer, the component before the variable's
-    own name, replaced by ``<base>#<rank>``: ``dense`` -> ``dense#0``, ``dense_1`` ->
-    ``dense#1`` (Keras numbers a layer type's unnamed layers in the order it creates them)."""
+    own name, replaced by ``<base>#<rank>/<count>``: ``dense`` -> ``dense#0/2`` and ``dense_1``
+    -> ``dense#1/2`` when there are two (Keras numbers a layer type's unnamed layers in the
+    order it creates them). The count keeps two architectures apart: one ``hidden`` layer is
+    not the first of two."""
     split = {name: without_model_scope(name).split("/") for name in names}
     layers_by_base: dict[str, set[tuple[int, str]]] = {}
     for parts in split.values():
@@ -47,7 +49,7 @@ def layer_ranks(names: Sequence[str]) -> dict[str, str]:
             base, number = _layer_number(parts[-2])
             layers_by_base.setdefault(base, set()).add((number, parts[-2]))
     rank = {
-        layer: f"{base}#{position}"
+        layer: f"{base}#{position}/{len(layers)}"
         for base, layers in layers_by_base.items()
         for position, (_, layer) in enumerate(sorted(layers))
     }

@@ -252,7 +252,8 @@ class Comparison:
     a: str  # run paths
     b: str
     factor: float  # compare_factor: the band [1/factor, factor] of ratios that agree
-    steps: tuple[int, int] | None  # first and last step both runs logged gradients at
+    steps: tuple[int, int] | None  # first and last step both runs logged gradients at (or
+    # weights, when a run logs no gradient)
     common_steps: int  # how many such steps
     summary: str
     cause: Cause | None

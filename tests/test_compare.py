@@ -88,13 +88,18 @@ def test_same_names_match_first_and_the_rest_is_reported_per_side() -> None:
     ]
 
 
+def test_layer_order_does_not_match_layers_of_another_architecture() -> None:
+    pairs = match_names(["mlp/hidden/kernel"], ["mlp/hidden_1/kernel", "mlp/hidden_2/kernel"])
+    assert all(pair.matched_by is None for pair in pairs) and len(pairs) == 3
+
+
 def test_model_scope_and_layer_ranks() -> None:
     assert without_model_scope("model_3/conv/kernel") == "conv/kernel"
     assert without_model_scope("encoder/conv/kernel") == "encoder/conv/kernel"
     ranks = layer_ranks(["sequential_1/dense_7/kernel", "sequential_1/dense_2/kernel"])
     assert ranks == {
-        "sequential_1/dense_7/kernel": "dense#1/kernel",
-        "sequential_1/dense_2/kernel": "dense#0/kernel",
+        "sequential_1/dense_7/kernel": "dense#1/2/kernel",
+        "sequential_1/dense_2/kernel": "dense#0/2/kernel",
     }
 
 
@@ -271,3 +276,15 @@ def test_markdown_and_table_escape_names_from_the_log() -> None:
     (row,) = [line for line in markdown.splitlines() if "evil" in line]
     assert row.count(" | ") == 8  # the name's pipe did not open a cell
     assert "`evil'\\|name\\x0a\\x1b[31mred`" in row
+
+
+def test_runs_that_log_weights_only_are_compared_on_their_weights() -> None:
+    run = str(REPO / "sample_runs" / "keras_fit_weights_only" / "train")
+    result = invoke(run, run, "--format", "json", "--fail-on-divergence")
+    assert result.exit_code == ExitStatus.OK, result.stderr
+    document = json.loads(result.stdout)
+    assert document["summary"].startswith("The runs agree on what both logged")
+    assert document["common_steps"] == 8
+    moving = {p["name"]: p["update_ratio_median"] for p in document["parameters"] if p["moves_a"]}
+    assert moving and set(moving.values()) == {1.0}
+    assert all(p["grad_norm_ratio_first"] is None for p in document["parameters"])
