@@ -39,7 +39,6 @@ from gradcheck.signals import (
 from gradcheck.stats import median, wasserstein_from_quantiles
 from gradcheck.tags import DEFAULT_RULES, TagRules, pair_parameters
 
-
 NAMES_LISTED = 5  # names of parameters in one run only, in the sentence (JSON lists all)
 
 
