@@ -24,7 +24,7 @@ from gradcheck import __version__, hints
 from gradcheck.causes import name_cause
 from gradcheck.config import DEFAULT_CONFIG, Config
 from gradcheck.errors import InputError
-from gradcheck.matching import NamePair, match_names
+from gradcheck.matching import NamePair, match_names, names_phrase
 from gradcheck.model import Comparison, ParameterComparison, Verdict
 from gradcheck.pipeline import LoadedRun
 from gradcheck.signals import (
@@ -38,8 +38,6 @@ from gradcheck.signals import (
 )
 from gradcheck.stats import median, wasserstein_from_quantiles
 from gradcheck.tags import DEFAULT_RULES, TagRules, pair_parameters
-
-NAMES_LISTED = 5  # names of parameters in one run only, in the sentence (JSON lists all)
 
 
 class _Side:
@@ -279,29 +277,3 @@ def _matches(pattern: str, pair: NamePair) -> bool:
         name is not None and fnmatch.fnmatchcase(name, pattern)
         for name in (pair.name_a, pair.name_b)
     )
-
-
-def names_phrase(pairs: Sequence[NamePair]) -> str:
-    """``4 parameters matched (4 after dropping the model scope, 4 by layer numbering); in A
-    only: x; in B only: y``."""
-    matched = [pair for pair in pairs if pair.matched_by is not None]
-    text = f"{len(matched)} {'parameter' if len(matched) == 1 else 'parameters'} matched"
-    renamed = [
-        f"{sum(pair.matched_by == how for pair in matched)} {label}"
-        for how, label in (
-            ("model prefix", "without the model scope"),
-            ("layer numbering", "by layer order"),
-        )
-        if any(pair.matched_by == how for pair in matched)
-    ]
-    if renamed:
-        text += f" ({', '.join(renamed)})"
-    for side, names in (
-        ("A", [p.name_a for p in pairs if p.matched_by is None and p.name_a]),
-        ("B", [p.name_b for p in pairs if p.matched_by is None and p.name_b]),
-    ):
-        if names:
-            more = len(names) - NAMES_LISTED
-            listed = ", ".join(n for n in names[:NAMES_LISTED] if n)
-            text += f"; in {side} only: {listed}" + (f" and {more} more" if more > 0 else "")
-    return text

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from gradcheck.model import NameMatch
 
+NAMES_LISTED = 5  # names of parameters in one run only, in the sentence (JSON lists all)
 _KERAS_MODEL_SCOPE = re.compile(r"^(?:sequential|functional|model)(?:_\d+)?$")
 _NUMBERED_LAYER = re.compile(r"^(?P<base>.+?)(?:_(?P<number>\d+))?$")
 
@@ -101,3 +102,29 @@ def _unique_keys(names: Sequence[str], key: Callable[[str], str]) -> dict[str, s
     for name in names:
         found.setdefault(key(name), []).append(name)
     return {k: group[0] for k, group in found.items() if len(group) == 1}
+
+
+def names_phrase(pairs: Sequence[NamePair]) -> str:
+    """``4 parameters matched (4 after dropping the model scope, 4 by layer numbering); in A
+    only: x; in B only: y``."""
+    matched = [pair for pair in pairs if pair.matched_by is not None]
+    text = f"{len(matched)} {'parameter' if len(matched) == 1 else 'parameters'} matched"
+    renamed = [
+        f"{sum(pair.matched_by == how for pair in matched)} {label}"
+        for how, label in (
+            ("model prefix", "without the model scope"),
+            ("layer numbering", "by layer order"),
+        )
+        if any(pair.matched_by == how for pair in matched)
+    ]
+    if renamed:
+        text += f" ({', '.join(renamed)})"
+    for side, names in (
+        ("A", [p.name_a for p in pairs if p.matched_by is None and p.name_a]),
+        ("B", [p.name_b for p in pairs if p.matched_by is None and p.name_b]),
+    ):
+        if names:
+            more = len(names) - NAMES_LISTED
+            listed = ", ".join(n for n in names[:NAMES_LISTED] if n)
+            text += f"; in {side} only: {listed}" + (f" and {more} more" if more > 0 else "")
+    return text
