@@ -288,3 +288,52 @@ def test_runs_that_log_weights_only_are_compared_on_their_weights() -> None:
     moving = {p["name"]: p["update_ratio_median"] for p in document["parameters"] if p["moves_a"]}
     assert moving and set(moving.values()) == {1.0}
     assert all(p["grad_norm_ratio_first"] is None for p in document["parameters"])
+
+
+def _golden_comparison() -> Comparison:
+    """BatchNorm statistics static in B, a renamed kernel, a parameter in A only."""
+    moving = dict(
+        kind="bn_moving",
+        grad_norm_ratio_first=None,
+        grad_norm_ratio_median=None,
+        update_ratio_median=0.0,
+        verdict_b="static",
+        moves_b=False,
+        first_divergent_step=None,
+    )
+    agreeing = dict(verdict_b="ok", moves_b=True, first_divergent_step=None, diverges=False)
+    return _comparison(
+        _parameter("model/bn/moving_mean", name_b="model_1/bn_1/moving_mean", **moving),
+        _parameter(
+            "model/dense/kernel",
+            name_b="model_1/dense_2/kernel",
+            grad_norm_ratio_first=1.2,
+            grad_norm_ratio_median=0.8,
+            update_ratio_median=1.1,
+            difference=0.08,
+            **agreeing,
+        ),
+        _parameter(
+            "model/extra/bias",
+            presence="a",
+            matched_by=None,
+            verdict_b=None,
+            grad_norm_ratio_first=None,
+            grad_norm_ratio_median=None,
+            update_ratio_median=None,
+            first_divergent_step=None,
+            diverges=False,
+            difference=0.0,
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "format_name"),
+    [("comparison.table.txt", "table"), ("comparison.md", "markdown"), ("comparison.json", "json")],
+)
+def test_golden_comparison(name: str, format_name: str) -> None:
+    from tests.test_formats import check_golden
+
+    formatter = comparison_formatter_for(format_name, FormatOptions(env=Env(width=80)))
+    check_golden(name, formatter.format(_golden_comparison()))

@@ -53,7 +53,7 @@ def _cells(parameter: ParameterComparison) -> tuple[str, ...]:
     mark = "🟥 " if parameter.diverges else ""
     return (
         mark + code(visible(parameter.name)),
-        "" if parameter.name_b is None else code(visible(parameter.name_b)),
+        _name_b(parameter),
         format_ratio(parameter.grad_norm_ratio_first),
         format_ratio(parameter.grad_norm_ratio_median),
         format_ratio(parameter.update_ratio_median),
@@ -62,6 +62,13 @@ def _cells(parameter: ParameterComparison) -> tuple[str, ...]:
         _verdict(parameter.verdict_b),
         "" if parameter.first_divergent_step is None else str(parameter.first_divergent_step),
     )
+
+
+def _name_b(parameter: ParameterComparison) -> str:
+    """B's name where it differs, or in which run alone the parameter is."""
+    if parameter.presence != "both":
+        return f"*only in {parameter.presence.upper()}*"
+    return "" if parameter.name_b is None else code(visible(parameter.name_b))
 
 
 def _verdict(verdict: str | None) -> str:
