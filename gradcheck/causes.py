@@ -119,10 +119,12 @@ def _not_updated(both: Sequence[ParameterComparison], factor: float) -> tuple[Ca
     for moving, still in (("A", "B"), ("B", "A")):
         names = [p for p in both if p.kind != "bn_moving" and _moves_in(p, moving)]
         if names:
+            one = len(names) == 1
             return "not_updated", (
-                f"{plural(len(names), 'parameter')} move in {moving} only ({_names(names)}): "
-                f"{still} never updates them: left out of the optimizer's variable list, "
-                "trainable=False, or their gradients not applied?"
+                f"{plural(len(names), 'parameter')} {'moves' if one else 'move'} in {moving} "
+                f"only ({_names(names)}): {still} never updates {'it' if one else 'them'}: left "
+                "out of the optimizer's variable list, trainable=False, or "
+                f"{'its gradient' if one else 'their gradients'} not applied?"
             )
     return None
 

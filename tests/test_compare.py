@@ -337,3 +337,30 @@ def test_golden_comparison(name: str, format_name: str) -> None:
 
     formatter = comparison_formatter_for(format_name, FormatOptions(env=Env(width=80)))
     check_golden(name, formatter.format(_golden_comparison()))
+
+
+def test_weights_that_move_in_a_only_name_the_optimizer_list() -> None:
+    from gradcheck.causes import name_cause
+
+    frozen = _parameter(
+        "1.weight", kind="bn_affine", moves_a=True, moves_b=False, grad_norm_ratio_first=1.0
+    )
+    healthy = _parameter("0.weight", moves_a=True, moves_b=True, grad_norm_ratio_first=1.1)
+    summary, cause = name_cause([frozen, healthy], 4.0, 10)
+    assert cause == "not_updated"
+    assert summary.startswith("1 parameter moves in A only (1.weight): B never updates it")
+    assert "optimizer's variable list" in summary
+
+
+def test_a_factor_on_a_s_side_is_said_the_other_way_round() -> None:
+    from gradcheck.causes import name_cause
+
+    parameters = [
+        _parameter(name, grad_norm_ratio_first=ratio, moves_a=True, moves_b=True)
+        for name, ratio in (("w", 1 / 256), ("b", 1 / 250))
+    ]
+    summary, cause = name_cause(parameters, 4.0, 10)
+    assert cause == "gradient_factor"
+    assert summary.startswith("A's gradients are 253x B's from the first step")
+    spread = [*parameters, _parameter("v", grad_norm_ratio_first=1 / 20, moves_b=True)]
+    assert name_cause(spread, 4.0, 10)[1] != "gradient_factor"  # not one factor: no such cause
