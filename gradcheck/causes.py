@@ -102,30 +102,42 @@ def _batchnorm_statistics(
     both: Sequence[ParameterComparison], factor: float
 ) -> tuple[Cause, str] | None:
     """BatchNorm moving statistics that move in one run and not in the other."""
-    for moving, still in (("A", "B"), ("B", "A")):
-        names = [p for p in both if p.kind == "bn_moving" and _moves_in(p, moving)]
-        if names:
-            return "batchnorm_statistics", (
-                f"BatchNorm moving statistics move in {moving} only ({_names(names)}): "
-                f"{still}'s training step runs the model with training=False (or never sets "
-                "the learning phase), so BatchNorm normalises with statistics it never "
-                f"updates; call the model with training=True in {still}'s step?"
-            )
-    return None
+    found = _moving_in_one_run([p for p in both if p.kind == "bn_moving"])
+    if found is None:
+        return None
+    moving, still, names = found
+    return "batchnorm_statistics", (
+        f"BatchNorm moving statistics move in {moving} only ({_names(names)}): "
+        f"{still}'s training step runs the model with training=False (or never sets "
+        "the learning phase), so BatchNorm normalises with statistics it never "
+        f"updates; call the model with training=True in {still}'s step?"
+    )
 
 
 def _not_updated(both: Sequence[ParameterComparison], factor: float) -> tuple[Cause, str] | None:
     """Weights (not BatchNorm statistics) that move in one run and not in the other."""
-    for moving, still in (("A", "B"), ("B", "A")):
-        names = [p for p in both if p.kind != "bn_moving" and _moves_in(p, moving)]
+    found = _moving_in_one_run([p for p in both if p.kind != "bn_moving"])
+    if found is None:
+        return None
+    moving, still, names = found
+    one = len(names) == 1
+    return "not_updated", (
+        f"{plural(len(names), 'parameter')} {'moves' if one else 'move'} in {moving} "
+        f"only ({_names(names)}): {still} never updates {'it' if one else 'them'}: left "
+        "out of the optimizer's variable list, trainable=False, or "
+        f"{'its gradient' if one else 'their gradients'} not applied?"
+    )
+
+
+def _moving_in_one_run(
+    parameters: Sequence[ParameterComparison],
+) -> tuple[str, str, list[ParameterComparison]] | None:
+    """``(moving run, still run, parameters)`` for those whose weights move in A and not in
+    B (or else in B and not in A); None when there are none."""
+    for moving, still, pair in (("A", "B", (True, False)), ("B", "A", (False, True))):
+        names = [p for p in parameters if (p.moves_a, p.moves_b) == pair]
         if names:
-            one = len(names) == 1
-            return "not_updated", (
-                f"{plural(len(names), 'parameter')} {'moves' if one else 'move'} in {moving} "
-                f"only ({_names(names)}): {still} never updates {'it' if one else 'them'}: left "
-                "out of the optimizer's variable list, trainable=False, or "
-                f"{'its gradient' if one else 'their gradients'} not applied?"
-            )
+            return moving, still, names
     return None
 
 
@@ -143,12 +155,6 @@ def _learning_rate(both: Sequence[ParameterComparison], factor: float) -> tuple[
         f"B's weights move {relation} A's per step for gradients of the same size (median of "
         f"{plural(len(steps), 'parameter')}): B's learning rate {relation} A's?"
     )
-
-
-def _moves_in(parameter: ParameterComparison, side: str) -> bool:
-    """True when the weights move in ``side`` ("A" or "B") and not in the other run."""
-    pair = (parameter.moves_a, parameter.moves_b)
-    return pair == ((True, False) if side == "A" else (False, True))
 
 
 def _names(parameters: Sequence[ParameterComparison]) -> str:
