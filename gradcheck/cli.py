@@ -24,10 +24,13 @@ from gradcheck.report.interface import Env, FormatOptions
 from gradcheck.status import ExitStatus
 
 if TYPE_CHECKING:
-    from gradcheck.model import Report
+    from gradcheck.config import Config
+    from gradcheck.model import Comparison, Report
+    from gradcheck.tags import TagRules
 
 FORMAT_CHOICES = ("table", "json", "markdown", "csv")
 INSPECT_FORMAT_CHOICES = ("table", "json")
+COMPARE_FORMAT_CHOICES = ("table", "json", "markdown")
 DEFAULT_TOP = 20
 
 EXIT_STATUS_HELP = """\b
@@ -38,6 +41,15 @@ Exit status:
      files, nothing readable, report not writable)
   3  internal error (a bug: rerun with --debug and report it)
   4  nothing to judge: no run logs weights, gradients or gradient norms"""
+
+
+COMPARE_EXIT_STATUS_HELP = """\b
+Exit status:
+  0  compared (with --fail-on-divergence: no parameter diverges)
+  1  with --fail-on-divergence: at least one parameter diverges
+  2  usage, input or output error (bad option, missing path, a path
+     without exactly one run, no parameter or step in common)
+  3  internal error (a bug: rerun with --debug and report it)"""
 
 
 class GradcheckGroup(click.Group):
@@ -134,6 +146,62 @@ def format_options(
     return decorate
 
 
+def steps_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--steps A:B`` (parsed by :meth:`gradcheck.steps.StepWindow.parse`)."""
+    return click.option(
+        "--steps", metavar="A:B", help="Only steps A to B (inclusive; A: or :B open)."
+    )(function)
+
+
+def config_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--config FILE``: thresholds from TOML."""
+    return click.option(
+        "--config",
+        "config_path",
+        metavar="FILE",
+        help="Thresholds from a TOML file (default: [tool.gradcheck] in ./pyproject.toml).",
+    )(function)
+
+
+def pattern_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--grad-pattern`` and ``--weight-pattern``: user regexes for tags."""
+    function = click.option(
+        "--weight-pattern", metavar="RE", help="Regex for weight tags, group (?P<name>)."
+    )(function)
+    return click.option(
+        "--grad-pattern", metavar="RE", help="Regex for gradient tags, group (?P<name>)."
+    )(function)
+
+
+def jobs_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--jobs N`` and ``--no-progress``."""
+    function = click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")(
+        function
+    )
+    return click.option(
+        "--jobs",
+        "-j",
+        type=click.IntRange(min=1),
+        metavar="N",
+        help="Processes reading event files and judging runs (default: one per CPU, 8 at most;"
+        " 1: this one only).",
+    )(function)
+
+
+def _settings(
+    config_path: str | None, grad_pattern: str | None, weight_pattern: str | None
+) -> tuple[Config, TagRules]:
+    """The thresholds and tag rules: options given on the command line win over the file."""
+    from gradcheck.config import load_config
+    from gradcheck.tags import TagRules
+
+    config = load_config(config_path)
+    rules = TagRules.from_patterns(
+        grad_pattern or config.grad_pattern, weight_pattern or config.weight_pattern
+    )
+    return config, rules
+
+
 @click.group(
     cls=GradcheckGroup,
     # A fixed help width: the README quotes --help, and a test keeps the quote true.
@@ -167,24 +235,10 @@ def cli() -> None:
 @click.option("--all", "show_all", is_flag=True, help="List every parameter, healthy ones too.")
 @click.option("--layer", metavar="GLOB", help="Only parameters whose name or tag matches GLOB.")
 @click.option("--run", "run_glob", metavar="GLOB", help="Only runs whose path matches GLOB.")
-@click.option("--steps", metavar="A:B", help="Only steps A to B (inclusive; A: or :B open).")
-@click.option(
-    "--config",
-    "config_path",
-    metavar="FILE",
-    help="Thresholds from a TOML file (default: [tool.gradcheck] in ./pyproject.toml).",
-)
-@click.option("--grad-pattern", metavar="RE", help="Regex for gradient tags, group (?P<name>).")
-@click.option("--weight-pattern", metavar="RE", help="Regex for weight tags, group (?P<name>).")
-@click.option(
-    "--jobs",
-    "-j",
-    type=click.IntRange(min=1),
-    metavar="N",
-    help="Processes reading event files and judging runs (default: one per CPU, 8 at most; 1:"
-    " this one only).",
-)
-@click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")
+@steps_option
+@config_option
+@pattern_options
+@jobs_options
 @debug_option
 @click.pass_context
 def analyze(
@@ -209,18 +263,13 @@ def analyze(
     Verdicts: nan, exploding, vanishing, static, overflow, ok; worst first, with the
     numbers behind each.
     """
-    from gradcheck.config import load_config
     from gradcheck.pipeline import analyze as run_analysis
     from gradcheck.steps import StepWindow
-    from gradcheck.tags import TagRules
 
     env = _env(ctx)
-    config = load_config(config_path)  # options given on the command line win over it
+    config, rules = _settings(config_path, grad_pattern, weight_pattern)
     failing = parse_fail_on(fail_on or config.fail_on or DEFAULT_FAIL_ON)
     window = StepWindow.parse(steps) if steps is not None else None
-    rules = TagRules.from_patterns(
-        grad_pattern or config.grad_pattern, weight_pattern or config.weight_pattern
-    )
     with _progress(env, enabled=not no_progress) as progress:
         report = run_analysis(
             list(paths),
@@ -267,6 +316,73 @@ def inspect(
     listing = inspect_paths(list(paths), rules)
     _emit(format_inspect(listing, format_name, env if output is None else Env()), output, env)
     return ExitStatus.OK
+
+
+@cli.command(epilog=COMPARE_EXIT_STATUS_HELP)
+@click.argument("run_a", metavar="RUN_A")
+@click.argument("run_b", metavar="RUN_B")
+@format_options(COMPARE_FORMAT_CHOICES, "comparison")
+@steps_option
+@click.option(
+    "--layer", metavar="GLOB", help="Only parameters whose name (in A or B) matches GLOB."
+)
+@click.option(
+    "--fail-on-divergence",
+    is_flag=True,
+    help="Exit 1 when a parameter diverges (a CI check that a training loop still matches"
+    " its reference).",
+)
+@config_option
+@pattern_options
+@jobs_options
+@debug_option
+@click.pass_context
+def compare(
+    ctx: click.Context,
+    run_a: str,
+    run_b: str,
+    format_name: str,
+    output: str | None,
+    steps: str | None,
+    layer: str | None,
+    fail_on_divergence: bool,
+    config_path: str | None,
+    grad_pattern: str | None,
+    weight_pattern: str | None,
+    jobs: int | None,
+    no_progress: bool,
+) -> ExitStatus:
+    """Compare run B with run A, parameter by parameter (ratios B over A).
+
+    For "model.fit() trains, my hand-written step explodes": parameters matched by name
+    (Keras model scopes and layer numbering normalised), steps aligned on those both logged;
+    gradient-norm and update ratios, weights that move in one run only, each run's verdict,
+    and the likely cause in one sentence. Most different first.
+    """
+    from gradcheck.compare import compare_runs
+    from gradcheck.pipeline import load_runs
+    from gradcheck.steps import StepWindow
+
+    env = _env(ctx)
+    config, rules = _settings(config_path, grad_pattern, weight_pattern)
+    window = StepWindow.parse(steps) if steps is not None else None
+    with _progress(env, enabled=not no_progress) as progress:
+        run_a_data, run_b_data = load_runs(
+            [run_a, run_b], config=config, rules=rules, steps=window, progress=progress, jobs=jobs
+        )
+    comparison = compare_runs(run_a_data, run_b_data, config=config, rules=rules, layer_glob=layer)
+    options = FormatOptions(env=env if output is None else Env())
+    _emit(_format_comparison(comparison, format_name, options), output, env)
+    if output is not None:
+        click.echo(f"gradcheck: wrote {format_name} comparison to {output}", err=True)
+    diverged = any(parameter.diverges for parameter in comparison.parameters)
+    return ExitStatus.FINDINGS if fail_on_divergence and diverged else ExitStatus.OK
+
+
+def _format_comparison(comparison: Comparison, format_name: str, options: FormatOptions) -> str:
+    from gradcheck.report import comparison_formatter_for
+
+    return comparison_formatter_for(format_name, options).format(comparison)
 
 
 def _env(ctx: click.Context) -> Env:

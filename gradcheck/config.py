@@ -115,6 +115,17 @@ class Config:
     """Suggested clip norm: this percentile of the global norm over the healthy steps (before
     any exploding onset or NaN), so that only the top 5% of healthy steps would be clipped."""
 
+    # --- compare ---------------------------------------------------------------------------
+    compare_factor: float = 4.0
+    """``gradcheck compare``: two runs' gradient norms for one parameter at one step diverge
+    when their ratio leaves [1/4, 4] (and updates per step likewise). A minibatch gradient's
+    norm varies from batch to batch by its sampling noise, typically tens of percent and within
+    about 2x for batches of a few dozen examples, so two correct loops fed different batches or
+    seeds stay inside 4x: two doublings, a factor 2 of headroom over that noise. The mistakes
+    compare looks for lie beyond it: a loss summed instead of averaged multiplies every gradient
+    by the batch size (8 or more in practice), and a learning-rate slip is usually an order of
+    magnitude."""
+
     # --- options the command line can also take ------------------------------------------
     grad_pattern: str | None = None
     """Default for ``--grad-pattern`` (a regex with a ``(?P<name>...)`` group)."""
@@ -152,6 +163,8 @@ def _check_positive(config: Config) -> None:
             raise ConfigError(f"{field.name} must be a positive number, got {value!r}")
         if field.name in _FRACTIONS and value > 1:
             raise ConfigError(f"{field.name} must be at most 1, got {value!r}")
+    if not config.compare_factor > 1:
+        raise ConfigError(f"compare_factor must be above 1, got {config.compare_factor!r}")
     if not 0 < config.clip_suggest_percentile <= 100:
         raise ConfigError("clip_suggest_percentile must be in (0, 100]")
 

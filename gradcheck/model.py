@@ -222,3 +222,66 @@ class Report:
     version: str
     runs: tuple[RunReport, ...]
     warnings: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------------------------
+# Comparison: what ``gradcheck compare`` produces (two runs of one model, parameter by parameter).
+# --------------------------------------------------------------------------------------------
+
+Presence = Literal["both", "a", "b"]
+NameMatch = Literal["same name", "model prefix", "layer numbering"]
+"""How a parameter of A found its twin in B: the same name; the same name once a leading Keras
+model scope (``sequential/`` vs ``sequential_1/``) is dropped; or, in addition, with Keras'
+auto-numbered layer names (``dense_2`` in a second build of the model) counted per layer type
+(the first ``dense*`` layer of B is the first of A)."""
+Cause = Literal[
+    "gradient_factor",  # every gradient a constant factor apart from the first step
+    "batchnorm_statistics",  # BatchNorm moving statistics move in one run only
+    "not_updated",  # trainable weights that move in one run only
+    "learning_rate",  # updates a constant factor apart for gradients of one size
+    "diverges_later",  # the runs match at first and part later
+]
+
+
+@dataclass(frozen=True)
+class ParameterComparison:
+    """One parameter in two runs; every ratio is B over A (``None`` when undefined)."""
+
+    name: str  # A's parameter name (B's when only in B)
+    name_b: str | None  # B's name, when it differs from ``name``
+    presence: Presence  # in both runs, or in A or B only
+    matched_by: NameMatch | None  # None unless in both
+    kind: str  # hints.parameter_kind: "bn_moving", "bn_affine", "embedding", "other"
+    verdict_a: Verdict | None  # each run's own verdict (gradcheck analyze)
+    verdict_b: Verdict | None
+    common_steps: int  # steps at which both runs logged this parameter's gradient
+    grad_norm_ratio_first: float | None  # at the first common step
+    grad_norm_ratio_median: float | None  # median over the common steps
+    update_ratio_median: float | None  # weights' movement per logged step, median over steps
+    step_size_ratio_median: float | None  # update ratio / gradient ratio: for SGD, lr B / lr A
+    moves_a: bool | None  # the weights moved at all (not static), None without weights
+    moves_b: bool | None
+    first_divergent_step: int | None  # first common step with a gradient ratio out of band
+    diverges: bool  # gradients out of band at a common step, updates out of band (median),
+    # or weights that move in one run only
+    difference: float  # ranking key: log10 of the largest factor between the runs (inf when
+    # the weights move in one run only)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two runs compared: the likely cause in one sentence and every parameter, most different
+    first (those in one run only last)."""
+
+    version: str
+    a: str  # run paths
+    b: str
+    factor: float  # compare_factor: the band [1/factor, factor] of ratios that agree
+    steps: tuple[int, int] | None  # first and last step both runs logged gradients at (or
+    # weights, when a run logs no gradient)
+    common_steps: int  # how many such steps
+    summary: str
+    cause: Cause | None
+    names: str  # how the parameters were matched, in words
+    parameters: tuple[ParameterComparison, ...]
+    warnings: tuple[str, ...] = ()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 from gradcheck import __version__
@@ -30,7 +30,7 @@ from gradcheck.model import (
 from gradcheck.parallel import map_shared, read_files
 from gradcheck.parts import FilePart as FilePart
 from gradcheck.parts import reduce_file as reduce_file
-from gradcheck.series import MAX_ROWS, merge
+from gradcheck.series import MAX_ROWS, RunData, merge
 from gradcheck.steps import StepWindow
 from gradcheck.storage import file_size
 from gradcheck.tags import DEFAULT_RULES, TagRules
@@ -59,15 +59,65 @@ def analyze(
     """
     window = steps if steps is not None else StepWindow()
     runs = select_runs(discover(paths), run_glob)
+    parts_by_run = read_runs(runs, window, progress, jobs)
+    _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
+    reports = judge_runs(runs, parts_by_run, config, rules, jobs)
+    return Report(version=__version__, runs=tuple(filter_layers(reports, layer_glob)))
+
+
+def read_runs(
+    runs: Sequence[Run], window: StepWindow, progress: ProgressCallback | None, jobs: int | None
+) -> list[list[FilePart]]:
+    """Every file of ``runs`` reduced (the map step: one independent task per file, or byte
+    range of a big file), grouped by run, in file order."""
     tracker = _ProgressTracker(runs, progress)
-    # The map step: one independent task per file (or byte range of a big file).
     files = [(path, run.path) for run in runs for path in run.files]
     parts = iter(read_files(files, window, tracker, jobs))
     parts_by_run = [[next(parts) for _ in run.files] for run in runs]
     tracker.finish()
-    _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
-    reports = judge_runs(runs, parts_by_run, config, rules, jobs)
-    return Report(version=__version__, runs=tuple(filter_layers(reports, layer_glob)))
+    return parts_by_run
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """One run's merged series and its report (what ``gradcheck compare`` compares)."""
+
+    data: RunData
+    report: RunReport
+
+
+def load_runs(
+    paths: Sequence[str],
+    *,
+    config: Config = DEFAULT_CONFIG,
+    rules: TagRules = DEFAULT_RULES,
+    steps: StepWindow | None = None,
+    progress: ProgressCallback | None = None,
+    jobs: int | None = None,
+) -> list[LoadedRun]:
+    """The one run under each of ``paths``, read and judged.
+
+    Raises ``InputError`` when a path holds no run or several (naming them), or when a run
+    has no histogram or scalar in the step window.
+    """
+    window = steps if steps is not None else StepWindow()
+    runs = [_only_run(path) for path in paths]
+    parts_by_run = read_runs(runs, window, progress, jobs)
+    loaded = []
+    for path, run, parts in zip(paths, runs, parts_by_run, strict=True):
+        _check_readable([path], parts, window)
+        data = merge([part.data for part in parts])
+        loaded.append(LoadedRun(data, _judged_data(run, data, parts, config, rules)))
+    return loaded
+
+
+def _only_run(path: str) -> Run:
+    """The single run under ``path``; InputError naming what was found otherwise."""
+    runs = discover([path])
+    if len(runs) != 1:
+        found = ", ".join(run.path for run in runs[:5]) + (", ..." if len(runs) > 5 else "")
+        raise InputError(f"{path} holds {len(runs)} runs ({found}): give the directory of one run")
+    return runs[0]
 
 
 VERDICT_SECONDS_PER_SERIES = 3.5e-4
@@ -125,7 +175,14 @@ def analyze_parts(
     run: Run, parts: Sequence[FilePart], config: Config, rules: TagRules
 ) -> RunReport:
     """Merge a run's per-file parts (in file order) and judge its parameters."""
-    report = analyze_run(merge([part.data for part in parts]), config, rules)
+    return _judged_data(run, merge([part.data for part in parts]), parts, config, rules)
+
+
+def _judged_data(
+    run: Run, data: RunData, parts: Sequence[FilePart], config: Config, rules: TagRules
+) -> RunReport:
+    """The report on ``run``'s merged ``data`` (its ``parts``: whether any value was kept)."""
+    report = analyze_run(data, config, rules)
     warnings = report.warnings
     if not any(part.values_kept for part in parts):
         warnings += ("no histogram or scalar could be read in this run",)

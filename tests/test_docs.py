@@ -26,6 +26,7 @@ from gradcheck.status import ExitStatus
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 TRANSCRIPT_COMMAND = "gradcheck analyze sample_runs/"
+COMPARE_COMMAND = "gradcheck compare sample_pairs/summed_loss/fit sample_pairs/summed_loss/loop"
 
 
 def fenced_block_after(marker: str) -> str:
@@ -72,6 +73,14 @@ def test_readme_transcript_is_the_real_output(monkeypatch: pytest.MonkeyPatch) -
     assert status in (ExitStatus.OK, ExitStatus.FINDINGS)
     assert status == ExitStatus.FINDINGS  # sample_runs/ holds NaN, vanishing and static runs
     check_block("<!-- transcript:", [f"$ {TRANSCRIPT_COMMAND}", *normalise(output)])
+
+
+def test_readme_compare_transcript_is_the_real_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    status, output = run_gradcheck(*COMPARE_COMMAND.split()[1:])
+    assert status == ExitStatus.OK
+    assert "a loss summed instead of averaged over a batch of 32?" in output
+    check_block("<!-- compare-transcript:", [f"$ {COMPARE_COMMAND}", *normalise(output)])
 
 
 def test_readme_help_excerpt_is_the_real_help() -> None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from gradcheck.model import Report
+from gradcheck.model import Comparison, Report
 
 DEFAULT_WIDTH = 80
 """Width used when stdout is not a terminal: output written to a file or a pipe is stable."""
@@ -85,4 +85,15 @@ class Formatter(ABC):
 
     @abstractmethod
     def format(self, report: Report) -> str:
+        """The whole document, ending with a newline."""
+
+
+class ComparisonFormatter(ABC):
+    """Turns a comparison of two runs (``gradcheck compare``) into the text of one format."""
+
+    def __init__(self, options: FormatOptions | None = None) -> None:
+        self.options = options if options is not None else FormatOptions()
+
+    @abstractmethod
+    def format(self, comparison: Comparison) -> str:
         """The whole document, ending with a newline."""
