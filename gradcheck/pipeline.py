@@ -62,7 +62,57 @@ def analyze(
     parts_by_run = read_runs(runs, window, progress, jobs)
     _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
     reports = judge_runs(runs, parts_by_run, config, rules, jobs)
-    return Report(version=__version__, runs=tuple(filter_layers(reports, layer_glob)))
+    return Report(
+        version=__version__,
+        runs=tuple(filter_layers(reports, layer_glob)),
+        warnings=disagreements(reports),
+    )
+
+
+MAX_DISAGREEMENTS = 3
+"""Lines about runs that disagree, at most (the rest are counted)."""
+
+
+def disagreements(reports: Sequence[RunReport]) -> tuple[str, ...]:
+    """A line for each pair of runs that look like one training logged twice and give some
+    parameters different verdicts, with what tells the two runs apart: the same parameters,
+    one run with gradients and the other without (Keras' TensorBoard callback in ``train/``
+    and gradcheck's logger beside it). Runs of a sweep log the same parameters the same way:
+    they differ in their verdicts by design and are not compared."""
+    lines = [
+        line
+        for at, first in enumerate(reports)
+        for second in reports[at + 1 :]
+        if first.gradients != second.gradients and (line := _disagreement(first, second))
+    ]
+    if len(lines) > MAX_DISAGREEMENTS:
+        rest = len(lines) - MAX_DISAGREEMENTS
+        lines = [*lines[:MAX_DISAGREEMENTS], f"... and {rest} more pairs of runs that disagree"]
+    return tuple(lines)
+
+
+def _disagreement(a: RunReport, b: RunReport) -> str:
+    verdicts_a = {layer.name: layer.verdict for layer in a.layers}
+    verdicts_b = {layer.name: layer.verdict for layer in b.layers}
+    shared = [name for name in verdicts_a if name in verdicts_b]
+    if len(shared) < 2 or 2 * len(shared) < min(len(verdicts_a), len(verdicts_b)):
+        return ""
+    differ = [name for name in shared if verdicts_a[name] != verdicts_b[name]]
+    if not differ:
+        return ""
+    shown = ", ".join(f"{n} ({verdicts_a[n]} / {verdicts_b[n]})" for n in differ[:3])
+    more = f" and {len(differ) - 3} more" if len(differ) > 3 else ""
+    return (
+        f"{a.run} and {b.run} log the same {len(shared)} parameters (one training logged "
+        f"twice?) and disagree on {shown}{more}: {_coverage(a)} against {_coverage(b)}; "
+        "gradients and more steps are the better evidence"
+    )
+
+
+def _coverage(run: RunReport) -> str:
+    gradients = {"per_parameter": "gradients", "global": "a global norm", "none": "no gradients"}
+    steps = "no steps" if run.steps is None else f"steps {run.steps[0]}-{run.steps[1]}"
+    return f"{run.run} with {gradients[run.gradients]}, {steps}"
 
 
 def read_runs(

@@ -374,3 +374,35 @@ def test_series_renamed_mid_run_are_joined_with_a_word(tmp_path: Path) -> None:
     assert all(layer.stats["weight_steps"] == 6 for layer in report.layers)
     (warning,) = report.warnings
     assert "3 series changed name at step 3" in warning and "'sequential'" in warning
+
+
+def test_two_runs_of_one_training_that_disagree_say_why(tmp_path: Path) -> None:
+    """The stock callback's weights per epoch saw a layer stand still, the gradient logger's
+    run every few steps saw it move: the report says the two runs disagree and how they
+    differ, instead of two contradictory verdicts side by side."""
+    rng = np.random.default_rng(8)
+    names = ("fc1.weight", "fc2.weight", "fc3.weight")
+    start = {name: rng.normal(0, 0.1, 64) for name in names}
+    epochs = tensorboardX.SummaryWriter(str(tmp_path / "keras" / "train"))
+    for epoch in range(5):
+        for name in names:
+            moved = 0.0 if name == "fc2.weight" else 0.05 * epoch
+            epochs.add_histogram(name, start[name] + moved, epoch)
+    epochs.close()
+    steps = tensorboardX.SummaryWriter(str(tmp_path / "gradcheck"))
+    for step in range(0, 40, 4):
+        for name in names:
+            steps.add_histogram(f"weights/{name}", start[name] + 0.005 * step, step)
+            steps.add_histogram(f"gradients/{name}", rng.normal(0, 0.01, 64), step)
+    steps.close()
+    result = invoke("analyze", str(tmp_path), "--format", "json")
+    document = json.loads(result.stdout)
+    verdicts = {
+        run["run"]: {x["name"]: x["verdict"] for x in run["layers"]} for run in document["runs"]
+    }
+    assert verdicts[str(tmp_path / "keras" / "train")]["fc2.weight"] == "static"
+    assert verdicts[str(tmp_path / "gradcheck")]["fc2.weight"] == "ok"
+    (warning,) = document["warnings"]
+    assert "log the same 3 parameters (one training logged twice?)" in warning
+    assert "fc2.weight (ok / static)" in warning or "fc2.weight (static / ok)" in warning
+    assert "with no gradients, steps 0-4" in warning and "with gradients, steps 0-36" in warning
