@@ -11,9 +11,9 @@ import os
 from types import ModuleType
 
 try:
-    from gradcheck import _scan  # type: ignore[attr-defined]
+    from gradcheck import _scan
 except ImportError:  # pragma: no cover - the extension was not built
-    _scan = None
+    _scan = None  # type: ignore[assignment]
 
 
 def extension() -> ModuleType | None:
