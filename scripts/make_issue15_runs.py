@@ -850,6 +850,219 @@ def loss_falls_while_branch_explodes(log_dir: Path) -> list[Truth]:
 
 
 # ============================================================================================
+# 5. TF1 graph mode through tf.compat.v1: summary names uniquified by TensorFlow
+# ============================================================================================
+
+
+def _tf1_run(log_dir: Path, grad_name: Callable[[str], str]) -> list[tuple[str, str, str]]:
+    """A 2-layer Tanh regressor built from ``variable_scope(None, default_name="dense")`` layers
+    (scopes ``dense``, ``dense_1``), SGD 0.05, ``tf.compat.v1.summary.histogram(var.op.name,
+    var)`` and ``histogram(grad_name(var.op.name), grad)`` merged and written every 5 steps by a
+    ``FileWriter``. TensorFlow uniquifies a summary's name against the graph's op names, so the
+    tag is not the name asked for: ``(variable, weight tag, gradient tag)`` as written."""
+    tf = _tf()
+    v1 = tf.compat.v1
+    v1.disable_eager_execution()
+    rng = np.random.default_rng(0)
+    x_data = rng.normal(size=(256, 8)).astype(np.float32)
+    y_data = np.tanh(x_data @ rng.normal(size=(8, 1)) / 2).astype(np.float32) * 2
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.set_random_seed(0)
+        x = v1.placeholder(tf.float32, [None, 8])
+        y = v1.placeholder(tf.float32, [None, 1])
+
+        def dense(inputs: Any, units: int, activation: Any) -> Any:
+            with v1.variable_scope(None, default_name="dense"):
+                kernel = v1.get_variable("kernel", [inputs.shape[1], units])
+                bias = v1.get_variable("bias", [units], initializer=v1.zeros_initializer())
+                out = tf.matmul(inputs, kernel) + bias
+                return activation(out) if activation else out
+
+        prediction = dense(dense(x, 16, tf.nn.tanh), 1, None)
+        loss = tf.reduce_mean(tf.square(prediction - y))
+        optimizer = v1.train.GradientDescentOptimizer(0.05)
+        grads_and_vars = optimizer.compute_gradients(loss)
+        train = optimizer.apply_gradients(grads_and_vars)
+        summaries = [v1.summary.scalar("loss", loss)]
+        tags = []
+        for grad, var in grads_and_vars:
+            weight = v1.summary.histogram(var.op.name, var)
+            gradient = v1.summary.histogram(grad_name(var.op.name), grad)
+            summaries += [weight, gradient]
+            tags.append((var.op.name, weight.op.name, gradient.op.name))
+        merged = v1.summary.merge(summaries)
+        writer = v1.summary.FileWriter(str(log_dir))
+        with v1.Session(graph=graph) as session:
+            session.run(v1.global_variables_initializer())
+            for step in range(100):
+                rows = rng.integers(0, 256, 32)
+                feed = {x: x_data[rows], y: y_data[rows]}
+                if step % 5 == 0:
+                    writer.add_summary(session.run(merged, feed), step)
+                session.run(train, feed)
+        writer.close()
+    return tags
+
+
+def _tf1_truth(tags: list[tuple[str, str, str]], how: str) -> list[Truth]:
+    why = (
+        f"TF1 graph mode (tf.compat.v1, FileWriter), {how}; the summary op's name is uniquified"
+        " against the graph's ops, and that name is the tag: weight and gradient tags as"
+        " written, the weight tag first; SGD 0.05, healthy"
+    )
+    return [Truth(RUN, "ok", why=why)] + [
+        Truth(variable, "ok", None, (weight, gradient), why) for variable, weight, gradient in tags
+    ]
+
+
+@issue15_run
+def tf1_graph_uniquified(log_dir: Path) -> list[Truth]:
+    tags = _tf1_run(log_dir, lambda name: name + "/gradient")
+    assert all(weight == variable + "_1" for variable, weight, _ in tags), tags
+    return _tf1_truth(tags, "histogram(var.op.name, var) and histogram(var.op.name + '/gradient', grad)")
+
+
+@issue15_run
+def tf1_graph_same_name(log_dir: Path) -> list[Truth]:
+    tags = _tf1_run(log_dir, lambda name: name)
+    assert all(g == v + "_2" for v, _, g in tags), tags
+    return _tf1_truth(tags, "histogram(var.op.name, var) and histogram(var.op.name, grad): the same name twice")
+
+
+# ============================================================================================
+# 6, 13, 15. Keras 3 model.fit with TensorBoard(histogram_freq=1)
+# ============================================================================================
+
+
+def _keras_data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, 8)).astype(np.float32)
+    return x, (np.tanh(x @ rng.normal(size=(8, 1)) / 2) * 2).astype(np.float32)
+
+
+def _keras_model() -> Any:
+    import keras
+
+    _tf()
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(16, activation="tanh", name="hidden"),
+            keras.layers.Dense(1, name="out"),
+        ]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="mse")
+    return model
+
+
+def _tensorboard(log_dir: Path) -> Any:
+    import keras
+
+    return keras.callbacks.TensorBoard(
+        log_dir=str(log_dir), histogram_freq=1, write_graph=False, profile_batch=0
+    )
+
+
+def _event_tags(directory: Path) -> dict[str, tuple[str, list[int]]]:
+    """``{tag: (file name, steps)}`` of the histograms under ``directory``, file by file."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    found: dict[str, tuple[str, list[int]]] = {}
+    for path in sorted(directory.glob("*tfevents*")):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name == "histograms":
+                    found.setdefault(f"{path.name}:{value.tag}", (path.name, []))[1].append(event.step)
+    return found
+
+
+def _keras_variables(model: Any) -> list[str]:
+    return [variable.path for variable in model.trainable_weights]
+
+
+@issue15_run
+def keras_resumed_from_checkpoint(log_dir: Path) -> list[Truth]:
+    import keras
+
+    x, y = _keras_data()
+    model = _keras_model()
+    model.fit(x, y, epochs=3, batch_size=32, verbose=0, callbacks=[_tensorboard(log_dir)])
+    with tempfile.TemporaryDirectory() as keep:
+        checkpoint = Path(keep) / "model.keras"
+        model.save(checkpoint)
+        keras.backend.clear_session()
+        model = keras.models.load_model(checkpoint)
+    model.fit(
+        x, y, epochs=6, initial_epoch=3, batch_size=32, verbose=0, callbacks=[_tensorboard(log_dir)]
+    )
+    found = _event_tags(log_dir / "train")
+    files = sorted({name for name, _ in found.values()})
+    per_file = {
+        f: sorted({key.split(":", 1)[1] for key, (name, _) in found.items() if name == f}) for f in files
+    }
+    steps = {f: sorted({s for key, (name, st) in found.items() if name == f for s in st}) for f in files}
+    described = "; ".join(f"file {i + 1}: tags {','.join(per_file[f])} at epochs {steps[f]}" for i, f in enumerate(files))
+    why = (
+        "Keras 3 fit 3 epochs with TensorBoard(histogram_freq=1), model.save(.keras),"
+        " keras.models.load_model, fit(epochs=6, initial_epoch=3) with a new TensorBoard on the"
+        f" same log dir, Adam 3e-3, healthy (weights only, no gradients). What was written: {described}"
+    )
+    assert not (log_dir / "validation").exists()  # no validation data, no validation run
+    rows = [Truth(RUN, "no-gradients", run="train", why=why)]
+    tags_by_variable: dict[str, list[str]] = {}
+    for tags in per_file.values():
+        for tag in tags:
+            base = tag.removesuffix("/histogram")
+            key = base.split("/", 1)[-1] if base.count("/") >= 2 else base
+            tags_by_variable.setdefault(key, []).append(tag)
+    for variable, tags in tags_by_variable.items():
+        why = "one parameter: its tag lost the model's name ('sequential/') after load_model"
+        rows.append(Truth(variable, "ok", None, tuple(sorted(set(tags))), why, run="train"))
+    return rows
+
+
+@issue15_run
+def keras_fit_train_validation(log_dir: Path) -> list[Truth]:
+    x, y = _keras_data()
+    model = _keras_model()
+    model.fit(x, y, epochs=6, batch_size=32, verbose=0, validation_split=0.25, callbacks=[_tensorboard(log_dir)])
+    assert (log_dir / "validation").is_dir() and not _event_tags(log_dir / "validation")
+    why = "Keras 3 fit with TensorBoard(histogram_freq=1) and validation_split=0.25, Adam 3e-3, healthy"
+    tags = sorted({key.split(":", 1)[1] for key in _event_tags(log_dir / "train")})
+    return [
+        Truth(RUN, "no-gradients", run="train", why=f"{why}: weight histograms only ({','.join(tags)}), no gradient"),
+        Truth(RUN, "nothing-judgeable", run="validation", why=f"{why}: epoch scalars only (loss), no histogram"),
+    ]
+
+
+@issue15_run
+def keras_gradient_logger_and_tensorboard(log_dir: Path) -> list[Truth]:
+    from gradcheck.keras import GradientLogger
+
+    x, y = _keras_data()
+    model = _keras_model()
+    logger = GradientLogger(str(log_dir / "gradcheck"), data=(x[:128], y[:128]), every_n_steps=4)
+    model.fit(x, y, epochs=6, batch_size=32, verbose=0, callbacks=[_tensorboard(log_dir / "keras"), logger])
+    variables = _keras_variables(model)
+    why = (
+        "one Keras 3 fit, Adam 3e-3, healthy, with two callbacks: gradcheck.keras.GradientLogger"
+        " (every 4 steps, weights and gradients) into gradcheck/ and the stock"
+        " TensorBoard(histogram_freq=1) (weights per epoch) into keras/train: the same"
+        " parameters, verdicts must agree; steps differ: optimizer iterations (0..48) in"
+        " gradcheck/, epochs (0..5) in keras/train"
+    )
+    rows = [
+        Truth(RUN, "ok", run="gradcheck", why=why),
+        Truth(RUN, "no-gradients", run="keras/train", why=why),
+    ]
+    rows += [Truth(v, "ok", None, (f"weights/{v}", f"gradients/{v}"), why, "gradcheck") for v in variables]
+    rows += [Truth(v, "ok", None, (f"{v}/histogram",), why, "keras/train") for v in variables]
+    return rows
+
+
+# ============================================================================================
 # Driver
 # ============================================================================================
 
