@@ -163,7 +163,8 @@ def _lightning_fit(
     sizes: tuple[int, ...] = (16, 16),
 ) -> None:
     """A Lightning regressor (linear layers of hidden ``sizes``, ``activation`` between them, SGD
-    with the per-step learning rate ``lr(step)``) logging ``grad_norm`` before each optimizer step."""
+    with the per-step learning rate ``lr(step)``) logging ``grad_norm`` before each optimizer
+    step."""
     os.environ.setdefault("PL_DISABLE_FORK", "1")
     import pytorch_lightning as pl
     from pytorch_lightning.loggers import TensorBoardLogger
@@ -191,7 +192,10 @@ def _lightning_fit(
         def configure_optimizers(self) -> Any:
             optimizer = torch.optim.SGD(self.parameters(), lr=1.0)
             schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr)
-            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+            return {
+                "optimizer": optimizer,
+                "lr_scheduler": {"scheduler": schedule, "interval": "step"},
+            }
 
     loader = torch.utils.data.DataLoader(
         torch.utils.data.TensorDataset(*data),
@@ -221,7 +225,10 @@ def lightning_healthy(log_dir: Path) -> list[Truth]:
     _lightning_fit(
         log_dir, lr=lambda step: 0.05, data=_regression(torch), epochs=8, on_norms=lambda s, n: None
     )
-    return _healthy("Lightning 2.6 TensorBoardLogger, grad_norm(self, 2) in on_before_optimizer_step, SGD 0.05, loss falls")
+    return _healthy(
+        "Lightning 2.6 TensorBoardLogger, grad_norm(self, 2) in on_before_optimizer_step,"
+        " SGD 0.05, loss falls"
+    )
 
 
 @issue15_run
@@ -425,7 +432,10 @@ def _norms_run(log_dir: Path, convention: str, vanishing: bool) -> dict[str, dic
 def _norms_healthy(convention: str) -> Make:
     def make(log_dir: Path) -> list[Truth]:
         norms = _norms_run(log_dir, convention, vanishing=False)
-        why = f"tensorboardX add_scalar of each parameter's gradient L2 norm as {NORM_TAGS[convention]('<p>')}, Tanh MLP, Adam 3e-3, every 4th step"
+        why = (
+            "tensorboardX add_scalar of each parameter's gradient L2 norm as"
+            f" {NORM_TAGS[convention]('<p>')}, Tanh MLP, Adam 3e-3, every 4th step"
+        )
         return [Truth(RUN, "ok", why=why)] + [
             Truth(name, "ok", None, (NORM_TAGS[convention](name),), why) for name in norms
         ]
@@ -443,7 +453,8 @@ def _norms_vanishing(convention: str) -> Make:
         for name, value in median.items():
             ratio = value / last
             why = (
-                f"10-layer sigmoid MLP (width 16), SGD 0.1, tensorboardX {NORM_TAGS[convention]('<p>')};"
+                "10-layer sigmoid MLP (width 16), SGD 0.1, tensorboardX"
+                f" {NORM_TAGS[convention]('<p>')};"
                 f" median gradient norm {value:.2g}, {ratio:.2g}x the output layer's"
             )
             if ratio < 1e-3:
@@ -504,9 +515,11 @@ def _amp_run(
         writer.add_scalar(LOSS_SCALE, scale, step)
         for name, parameter in model.named_parameters():
             writer.add_scalar(f"grad_norm/{name}", float(parameter.grad.norm()), step)
-        if step % 10 == 0 or not all(p.grad.isfinite().all() for p in model.parameters()):
-            if tags := _log_histograms(writer, model, step, lambda n: n, lambda n: n + "/grad"):
-                refused[step] = tags
+        finite = all(p.grad.isfinite().all() for p in model.parameters())
+        if (step % 10 == 0 or not finite) and (
+            tags := _log_histograms(writer, model, step, lambda n: n, lambda n: n + "/grad")
+        ):
+            refused[step] = tags
         scaler.step(optimizer)
         scaler.update()
         if scaler.get_scale() < scale:
@@ -578,7 +591,10 @@ def amp_diverged_nan(log_dir: Path) -> list[Truth]:
         + _refused_text()
     )
     rows = [Truth(RUN, "nan", persist, why=why)]
-    rows += [Truth(name, "nan", persist, (name, name + "/grad", f"grad_norm/{name}"), why) for name in names]
+    rows += [
+        Truth(name, "nan", persist, (name, name + "/grad", f"grad_norm/{name}"), why)
+        for name in names
+    ]
     return rows
 
 
@@ -594,7 +610,9 @@ def plateau_escape_healthy(log_dir: Path) -> list[Truth]:
     torch.manual_seed(0)
     x, y = _regression(torch)
     y = y - y.mean()
-    model = torch.nn.Sequential(*(torch.nn.Linear(a, b, bias=False) for a, b in ((8, 16), (16, 16), (16, 16), (16, 1))))
+    model = torch.nn.Sequential(
+        *(torch.nn.Linear(a, b, bias=False) for a, b in ((8, 16), (16, 16), (16, 16), (16, 1)))
+    )
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.mul_(0.2)
@@ -614,9 +632,7 @@ def plateau_escape_healthy(log_dir: Path) -> list[Truth]:
             losses[step] = float(loss)
         optimizer.step()
     writer.close()
-    total = {
-        step: math.sqrt(sum(norms[name][step] ** 2 for name in norms)) for step in losses
-    }
+    total = {step: math.sqrt(sum(norms[name][step] ** 2 for name in norms)) for step in losses}
     steps = sorted(total)
     plateau = float(np.median([total[s] for s in steps[:10]]))
     peak_step = max(steps, key=lambda s: total[s])
@@ -625,7 +641,8 @@ def plateau_escape_healthy(log_dir: Path) -> list[Truth]:
     end = float(np.mean([losses[s] for s in steps[-10:]]))
     assert end < losses[0] / 2
     why = (
-        "deep linear net (4 layers, no biases) initialised at 0.2x the default, SGD 0.1, histograms every"
+        "deep linear net (4 layers, no biases) initialised at 0.2x the default, SGD 0.1,"
+        " histograms every"
         f" 10 steps: loss flat at {losses[0]:.3g} on the saddle, the global gradient norm rises"
         f" {factor:.0f}x from its plateau (median of the first 10 logged steps, {plateau:.2g}) to"
         f" {total[peak_step]:.3g} at step {peak_step}, then the loss falls to {end:.3g}"
@@ -633,7 +650,15 @@ def plateau_escape_healthy(log_dir: Path) -> list[Truth]:
     rows = [Truth(RUN, "ok", why=why)]
     for name, values in norms.items():
         rise = max(values.values()) / float(np.median([values[s] for s in steps[:10]]))
-        rows.append(Truth(name, "ok", None, (name, name + "/grad"), f"{why}; this parameter's gradient norm rises {rise:.0f}x"))
+        rows.append(
+            Truth(
+                name,
+                "ok",
+                None,
+                (name, name + "/grad"),
+                f"{why}; this parameter's gradient norm rises {rise:.0f}x",
+            )
+        )
     return rows
 
 
@@ -686,7 +711,10 @@ def _histogram_run(
             optimizer.step()
         losses.append(float(loss))
     writer.close()
-    moved = {n: float((p.detach() - first[n]).norm() / first[n].norm().clamp_min(1e-12)) for n, p in model.named_parameters()}
+    moved = {
+        n: float((p.detach() - first[n]).norm() / first[n].norm().clamp_min(1e-12))
+        for n, p in model.named_parameters()
+    }
     return model, moved, losses
 
 
@@ -694,16 +722,24 @@ def _pairing(weight_tag: Callable[[str], str], grad_tag: Callable[[str], str], n
     def make(log_dir: Path) -> list[Truth]:
         model, _, losses = _histogram_run(log_dir, weight_tag, grad_tag)
         assert np.mean(losses[-10:]) < np.mean(losses[:10]) / 2
-        why = f"torch SummaryWriter histograms {weight_tag('<p>')} and {grad_tag('<p>')}, Adam 3e-3, healthy: each weight tag pairs with the gradient tag of the same <p>"
+        why = (
+            f"torch SummaryWriter histograms {weight_tag('<p>')} and {grad_tag('<p>')}, Adam"
+            " 3e-3, healthy: each weight tag pairs with the gradient tag of the same <p>"
+        )
         return [Truth(RUN, "ok", why=why)] + [
-            Truth(n, "ok", None, (weight_tag(n), grad_tag(n)), why) for n, _ in model.named_parameters()
+            Truth(n, "ok", None, (weight_tag(n), grad_tag(n)), why)
+            for n, _ in model.named_parameters()
         ]
 
     make.__name__ = name
     return make
 
 
-issue15_run(_pairing(lambda n: f"hist/weights/{n}", lambda n: f"hist/grads/{n}", "pairing_hist_weights_grads"))
+issue15_run(
+    _pairing(
+        lambda n: f"hist/weights/{n}", lambda n: f"hist/grads/{n}", "pairing_hist_weights_grads"
+    )
+)
 issue15_run(_pairing(lambda n: f"{n}/weight", lambda n: f"{n}/grad", "pairing_p_weight_grad"))
 
 
@@ -714,9 +750,13 @@ issue15_run(_pairing(lambda n: f"{n}/weight", lambda n: f"{n}/grad", "pairing_p_
 
 @issue15_run
 def dropped_param_group_static(log_dir: Path) -> list[Truth]:
-    model, moved, losses = _histogram_run(log_dir, lambda n: n, lambda n: n + "/grad", layer_norm=True, drop_no_decay=True)
+    model, moved, losses = _histogram_run(
+        log_dir, lambda n: n, lambda n: n + "/grad", layer_norm=True, drop_no_decay=True
+    )
     static = [n for n, p in model.named_parameters() if p.ndim < 2]
-    assert all(moved[n] == 0.0 for n in static) and all(moved[n] > 0 for n in moved if n not in static)
+    assert all(moved[n] == 0.0 for n in static) and all(
+        moved[n] > 0 for n in moved if n not in static
+    )
     why = (
         "AdamW built with the weight-decay group only (p.ndim >= 2): the no-decay group (biases,"
         " LayerNorm weight and bias) was forgotten, so those never change (bit-identical) while"
@@ -725,15 +765,28 @@ def dropped_param_group_static(log_dir: Path) -> list[Truth]:
     rows = [Truth(RUN, "static", 0, why=why)]
     for name, _ in model.named_parameters():
         expect = "static" if name in static else "ok"
-        rows.append(Truth(name, expect, 0 if name in static else None, (name, name + "/grad"), f"{why}; moved {moved[name]:.3g} (relative)"))
+        rows.append(
+            Truth(
+                name,
+                expect,
+                0 if name in static else None,
+                (name, name + "/grad"),
+                f"{why}; moved {moved[name]:.3g} (relative)",
+            )
+        )
     return rows
 
 
 @issue15_run
 def optimizer_step_never_called(log_dir: Path) -> list[Truth]:
-    model, moved, _ = _histogram_run(log_dir, lambda n: n, lambda n: n + "/grad", optimizer_name="SGD", step_optimizer=False)
+    model, moved, _ = _histogram_run(
+        log_dir, lambda n: n, lambda n: n + "/grad", optimizer_name="SGD", step_optimizer=False
+    )
     assert not any(moved.values())
-    why = "loss.backward() every step but optimizer.step() never called: every weight bit-identical, gradients healthy"
+    why = (
+        "loss.backward() every step but optimizer.step() never called: every weight"
+        " bit-identical, gradients healthy"
+    )
     return [Truth(RUN, "static", 0, why=why)] + [
         Truth(n, "static", 0, (n, n + "/grad"), why) for n, _ in model.named_parameters()
     ]
@@ -741,7 +794,9 @@ def optimizer_step_never_called(log_dir: Path) -> list[Truth]:
 
 @issue15_run
 def adam_loss_scaled_1e5_healthy(log_dir: Path) -> list[Truth]:
-    model, moved, losses = _histogram_run(log_dir, lambda n: n, lambda n: n + "/grad", loss_scale=1e-5)
+    model, moved, losses = _histogram_run(
+        log_dir, lambda n: n, lambda n: n + "/grad", loss_scale=1e-5
+    )
     assert np.mean(losses[-10:]) < np.mean(losses[:10]) / 2 and min(moved.values()) > 0.05
     why = (
         "Adam 3e-3 on the cross-entropy times 1e-5: every gradient is ~1e-5x its usual size but"
@@ -758,7 +813,14 @@ def adam_loss_scaled_1e5_healthy(log_dir: Path) -> list[Truth]:
 def weights_only_healthy(log_dir: Path) -> list[Truth]:
     _, moved, losses = _histogram_run(log_dir, lambda n: n, None)
     assert np.mean(losses[-10:]) < np.mean(losses[:10]) / 2
-    return [Truth(RUN, "no-gradients", why="torch SummaryWriter histograms of the weights only (no gradient), Adam 3e-3, healthy: only NaN and weight movement can be judged")]
+    return [
+        Truth(
+            RUN,
+            "no-gradients",
+            why="torch SummaryWriter histograms of the weights only (no gradient), Adam 3e-3,"
+            " healthy: only NaN and weight movement can be judged",
+        )
+    ]
 
 
 @issue15_run
@@ -778,7 +840,9 @@ def scalars_only(log_dir: Path) -> list[Truth]:
         writer.add_scalar("loss", float(loss), step)
         writer.add_scalar("accuracy", float((logits.argmax(1) == y[index]).float().mean()), step)
     writer.close()
-    return [Truth(RUN, "nothing-judgeable", why="torch SummaryWriter scalars loss and accuracy only")]
+    return [
+        Truth(RUN, "nothing-judgeable", why="torch SummaryWriter scalars loss and accuracy only")
+    ]
 
 
 # ============================================================================================
@@ -920,14 +984,18 @@ def _tf1_truth(tags: list[tuple[str, str, str]], how: str) -> list[Truth]:
 def tf1_graph_uniquified(log_dir: Path) -> list[Truth]:
     tags = _tf1_run(log_dir, lambda name: name + "/gradient")
     assert all(weight == variable + "_1" for variable, weight, _ in tags), tags
-    return _tf1_truth(tags, "histogram(var.op.name, var) and histogram(var.op.name + '/gradient', grad)")
+    return _tf1_truth(
+        tags, "histogram(var.op.name, var) and histogram(var.op.name + '/gradient', grad)"
+    )
 
 
 @issue15_run
 def tf1_graph_same_name(log_dir: Path) -> list[Truth]:
     tags = _tf1_run(log_dir, lambda name: name)
     assert all(g == v + "_2" for v, _, g in tags), tags
-    return _tf1_truth(tags, "histogram(var.op.name, var) and histogram(var.op.name, grad): the same name twice")
+    return _tf1_truth(
+        tags, "histogram(var.op.name, var) and histogram(var.op.name, grad): the same name twice"
+    )
 
 
 # ============================================================================================
@@ -974,7 +1042,9 @@ def _event_tags(directory: Path) -> dict[str, tuple[str, list[int]]]:
         for event in EventFileLoader(str(path)).Load():
             for value in event.summary.value:
                 if value.metadata.plugin_data.plugin_name == "histograms":
-                    found.setdefault(f"{path.name}:{value.tag}", (path.name, []))[1].append(event.step)
+                    found.setdefault(f"{path.name}:{value.tag}", (path.name, []))[1].append(
+                        event.step
+                    )
     return found
 
 
@@ -1000,14 +1070,21 @@ def keras_resumed_from_checkpoint(log_dir: Path) -> list[Truth]:
     found = _event_tags(log_dir / "train")
     files = sorted({name for name, _ in found.values()})
     per_file = {
-        f: sorted({key.split(":", 1)[1] for key, (name, _) in found.items() if name == f}) for f in files
+        f: sorted({key.split(":", 1)[1] for key, (name, _) in found.items() if name == f})
+        for f in files
     }
-    steps = {f: sorted({s for key, (name, st) in found.items() if name == f for s in st}) for f in files}
-    described = "; ".join(f"file {i + 1}: tags {','.join(per_file[f])} at epochs {steps[f]}" for i, f in enumerate(files))
+    steps = {
+        f: sorted({s for key, (name, st) in found.items() if name == f for s in st}) for f in files
+    }
+    described = "; ".join(
+        f"file {i + 1}: tags {','.join(per_file[f])} at epochs {steps[f]}"
+        for i, f in enumerate(files)
+    )
     why = (
         "Keras 3 fit 3 epochs with TensorBoard(histogram_freq=1), model.save(.keras),"
         " keras.models.load_model, fit(epochs=6, initial_epoch=3) with a new TensorBoard on the"
-        f" same log dir, Adam 3e-3, healthy (weights only, no gradients). What was written: {described}"
+        " same log dir, Adam 3e-3, healthy (weights only, no gradients). What was written:"
+        f" {described}"
     )
     assert not (log_dir / "validation").exists()  # no validation data, no validation run
     rows = [Truth(RUN, "no-gradients", run="train", why=why)]
@@ -1027,13 +1104,34 @@ def keras_resumed_from_checkpoint(log_dir: Path) -> list[Truth]:
 def keras_fit_train_validation(log_dir: Path) -> list[Truth]:
     x, y = _keras_data()
     model = _keras_model()
-    model.fit(x, y, epochs=6, batch_size=32, verbose=0, validation_split=0.25, callbacks=[_tensorboard(log_dir)])
+    model.fit(
+        x,
+        y,
+        epochs=6,
+        batch_size=32,
+        verbose=0,
+        validation_split=0.25,
+        callbacks=[_tensorboard(log_dir)],
+    )
     assert (log_dir / "validation").is_dir() and not _event_tags(log_dir / "validation")
-    why = "Keras 3 fit with TensorBoard(histogram_freq=1) and validation_split=0.25, Adam 3e-3, healthy"
+    why = (
+        "Keras 3 fit with TensorBoard(histogram_freq=1) and validation_split=0.25, Adam 3e-3,"
+        " healthy"
+    )
     tags = sorted({key.split(":", 1)[1] for key in _event_tags(log_dir / "train")})
     return [
-        Truth(RUN, "no-gradients", run="train", why=f"{why}: weight histograms only ({','.join(tags)}), no gradient"),
-        Truth(RUN, "nothing-judgeable", run="validation", why=f"{why}: epoch scalars only (loss), no histogram"),
+        Truth(
+            RUN,
+            "no-gradients",
+            run="train",
+            why=f"{why}: weight histograms only ({','.join(tags)}), no gradient",
+        ),
+        Truth(
+            RUN,
+            "nothing-judgeable",
+            run="validation",
+            why=f"{why}: epoch scalars only (loss), no histogram",
+        ),
     ]
 
 
@@ -1044,7 +1142,14 @@ def keras_gradient_logger_and_tensorboard(log_dir: Path) -> list[Truth]:
     x, y = _keras_data()
     model = _keras_model()
     logger = GradientLogger(str(log_dir / "gradcheck"), data=(x[:128], y[:128]), every_n_steps=4)
-    model.fit(x, y, epochs=6, batch_size=32, verbose=0, callbacks=[_tensorboard(log_dir / "keras"), logger])
+    model.fit(
+        x,
+        y,
+        epochs=6,
+        batch_size=32,
+        verbose=0,
+        callbacks=[_tensorboard(log_dir / "keras"), logger],
+    )
     variables = _keras_variables(model)
     why = (
         "one Keras 3 fit, Adam 3e-3, healthy, with two callbacks: gradcheck.keras.GradientLogger"
@@ -1057,7 +1162,10 @@ def keras_gradient_logger_and_tensorboard(log_dir: Path) -> list[Truth]:
         Truth(RUN, "ok", run="gradcheck", why=why),
         Truth(RUN, "no-gradients", run="keras/train", why=why),
     ]
-    rows += [Truth(v, "ok", None, (f"weights/{v}", f"gradients/{v}"), why, "gradcheck") for v in variables]
+    rows += [
+        Truth(v, "ok", None, (f"weights/{v}", f"gradients/{v}"), why, "gradcheck")
+        for v in variables
+    ]
     rows += [Truth(v, "ok", None, (f"{v}/histogram",), why, "keras/train") for v in variables]
     return rows
 
