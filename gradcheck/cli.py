@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +21,7 @@ import click
 from gradcheck import __version__
 from gradcheck.errors import GradcheckError, InputError
 from gradcheck.gate import DEFAULT_FAIL_ON, failing_layers, nothing_to_judge, parse_fail_on
+from gradcheck.report.escape import terminal
 from gradcheck.report.interface import Env, FormatOptions
 from gradcheck.status import ExitStatus
 
@@ -40,7 +42,9 @@ Exit status:
   2  usage, input or output error (bad option, missing path, no event
      files, nothing readable, report not writable)
   3  internal error (a bug: rerun with --debug and report it)
-  4  nothing to judge: no run logs weights, gradients or gradient norms"""
+  4  nothing to judge: no run logs weights, gradients or gradient norms
+  130  interrupted (Ctrl-C, SIGINT)
+  143  terminated (SIGTERM)"""
 
 
 COMPARE_EXIT_STATUS_HELP = """\b
@@ -49,7 +53,9 @@ Exit status:
   1  with --fail-on-divergence: at least one parameter diverges
   2  usage, input or output error (bad option, missing path, a path
      without exactly one run, no parameter or step in common)
-  3  internal error (a bug: rerun with --debug and report it)"""
+  3  internal error (a bug: rerun with --debug and report it)
+  130  interrupted (Ctrl-C, SIGINT)
+  143  terminated (SIGTERM)"""
 
 
 class GradcheckGroup(click.Group):
@@ -66,19 +72,48 @@ class GradcheckGroup(click.Group):
         argv = list(sys.argv[1:] if args is None else args)
         debug = _wants_debug(argv)
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _sigterm_as_interrupt():
                 if not debug:  # numpy's "All-NaN slice" and the like are noise to a user
                     warnings.simplefilter("ignore", RuntimeWarning)
                 result = super().main(
                     argv, prog_name or "gradcheck", complete_var, standalone_mode=False, **extra
                 )
             status = int(result) if isinstance(result, int) else ExitStatus.OK
+        except Terminated:
+            click.echo("gradcheck: terminated", err=True)
+            status = ExitStatus.TERMINATED
         except (KeyboardInterrupt, click.Abort):
             click.echo("gradcheck: interrupted", err=True)
-            status = 128 + signal.SIGINT  # the shell's convention for Ctrl-C
+            status = ExitStatus.INTERRUPTED
         except Exception as error:  # noqa: BLE001 - the one place every error is mapped
             status = report_error(error, debug)
         sys.exit(status)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the process is, as Ctrl-C raises ``KeyboardInterrupt``: what
+    undoes an interrupted step (``except BaseException``: forked readers killed and reaped, a
+    half-written report removed) undoes a terminated one too. Not a ``KeyboardInterrupt``,
+    which click would turn into ``Abort`` after printing an empty line."""
+
+
+def _raise_terminated(signum: int, frame: object) -> NoReturn:
+    raise Terminated
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` while the command runs (main thread only: a
+    signal handler cannot be set elsewhere); the previous handler afterwards."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _wants_debug(argv: Sequence[str]) -> bool:
@@ -95,20 +130,25 @@ def report_error(error: Exception, debug: bool) -> ExitStatus:
         traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
     if isinstance(error, click.UsageError) and error.ctx is not None:
         hint = f" (see '{error.ctx.command_path} --help')"
-        click.echo(f"gradcheck: error: {one_line(error.format_message())}{hint}", err=True)
+        say(f"error: {one_line(error.format_message())}{hint}")
         return ExitStatus.INPUT_ERROR
     if isinstance(error, click.ClickException):
-        click.echo(f"gradcheck: error: {one_line(error.format_message())}", err=True)
+        say(f"error: {one_line(error.format_message())}")
         return ExitStatus.INPUT_ERROR
     if isinstance(error, GradcheckError):
-        click.echo(f"gradcheck: error: {one_line(str(error))}", err=True)
+        say(f"error: {one_line(str(error))}")
         return ExitStatus.INPUT_ERROR
-    click.echo(
-        f"gradcheck: internal error: {type(error).__name__}: {one_line(str(error))} "
-        "(this is a bug in gradcheck; rerun with --debug for the traceback and report it)",
-        err=True,
+    say(
+        f"internal error: {type(error).__name__}: {one_line(str(error))} "
+        "(this is a bug in gradcheck; rerun with --debug for the traceback and report it)"
     )
     return ExitStatus.INTERNAL_ERROR
+
+
+def say(message: str) -> None:
+    """``gradcheck: message`` on stderr, its names from the logs and the command line shown
+    through :func:`~gradcheck.report.escape.terminal` (no escape sequence reaches it)."""
+    click.echo(f"gradcheck: {terminal(message)}", err=True)
 
 
 def one_line(text: str) -> str:
@@ -282,11 +322,11 @@ def analyze(
             jobs=jobs,
         )
     options = FormatOptions(env=env if output is None else Env(), top=top, show_all=show_all)
-    _emit(_format_report(report, format_name, options), output, env)
+    _emit(_format_report(report, format_name, options), output)
     _note_warnings(report, format_name, output)
     silence = nothing_to_judge(report)
     if silence is not None:
-        click.echo(f"gradcheck: nothing to judge: {silence}", err=True)
+        say(f"nothing to judge: {silence}")
         return ExitStatus.NOTHING_TO_JUDGE
     return ExitStatus.FINDINGS if failing_layers(report, failing) else ExitStatus.OK
 
@@ -314,7 +354,7 @@ def inspect(
     env = _env(ctx)
     rules = TagRules.from_patterns(grad_pattern, weight_pattern)
     listing = inspect_paths(list(paths), rules)
-    _emit(format_inspect(listing, format_name, env if output is None else Env()), output, env)
+    _emit(format_inspect(listing, format_name, env if output is None else Env()), output)
     return ExitStatus.OK
 
 
@@ -372,9 +412,9 @@ def compare(
         )
     comparison = compare_runs(run_a_data, run_b_data, config=config, rules=rules, layer_glob=layer)
     options = FormatOptions(env=env if output is None else Env())
-    _emit(_format_comparison(comparison, format_name, options), output, env)
+    _emit(_format_comparison(comparison, format_name, options), output)
     if output is not None:
-        click.echo(f"gradcheck: wrote {format_name} comparison to {output}", err=True)
+        say(f"wrote {format_name} comparison to {output}")
     diverged = any(parameter.diverges for parameter in comparison.parameters)
     return ExitStatus.FINDINGS if fail_on_divergence and diverged else ExitStatus.OK
 
@@ -399,21 +439,61 @@ def _format_report(report: Report, format_name: str, options: FormatOptions) -> 
     return formatter_for(format_name, options).format(report)
 
 
-def _emit(text: str, output: str | None, env: Env) -> None:
-    """The document to stdout, or to ``output`` (an unwritable file or stdout: status 2)."""
+def _emit(text: str, output: str | None) -> None:
+    """The document to stdout, or to ``output`` (an unwritable file or stdout: status 2).
+
+    Written as the formatter made it: colour codes only when ``Env.color`` asked for them,
+    and click must not strip escape sequences from the data of a CSV cell (the human formats
+    have shown them escaped already)."""
     if output is None:
         try:
-            click.echo(text, nl=False, color=env.color)
+            click.echo(text, nl=False, color=True)
         except BrokenPipeError:  # the reader went away (`| head`): the rest is not wanted
             pass
         except OSError as error:  # e.g. a full disk: not a bug, and not a traceback
             raise InputError(f"cannot write the report: {error.strerror or error}") from None
         return
     try:
-        with open(output, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
+        write_whole(output, text)
     except OSError as error:
         raise InputError(f"cannot write {output}: {error.strerror or error}") from None
+
+
+def write_whole(path: str, text: str) -> None:
+    """``text`` into ``path`` whole or not at all: written to a temporary file in the same
+    folder, flushed to disk, then renamed over ``path`` (atomic), so that a full disk or an
+    interruption leaves the file as it was, never truncated. A device or a FIFO (``-o
+    /dev/stdout``) is written directly: it has no file to leave half-written."""
+    target = os.path.realpath(path)  # through a symlink: replace what it points at
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        with open(target, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+        return
+    folder, name = os.path.split(target)
+    temporary = os.path.join(folder, f".{name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with open(descriptor, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(descriptor)  # a delayed write error (full disk) shows here, not later
+        os.chmod(temporary, stat.S_IMODE(mode) if mode is not None else _new_file_mode())
+        os.replace(temporary, target)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _new_file_mode() -> int:
+    """The permissions ``open(path, "w")`` gives a new file: 0o666 less the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def _note_warnings(report: Report, format_name: str, output: str | None) -> None:
@@ -421,9 +501,9 @@ def _note_warnings(report: Report, format_name: str, output: str | None) -> None
     warnings = [*report.warnings, *(w for run in report.runs for w in run.warnings)]
     if format_name == "csv":
         for warning in warnings:
-            click.echo(f"gradcheck: warning: {warning}", err=True)
+            say(f"warning: {warning}")
     if output is not None:
-        click.echo(f"gradcheck: wrote {format_name} report to {output}", err=True)
+        say(f"wrote {format_name} report to {output}")
 
 
 @contextmanager
@@ -488,8 +568,7 @@ def _flushed(status: int) -> int:
         except OSError as error:
             if stream is sys.stdout:
                 with suppress(OSError):
-                    message = error.strerror or error
-                    click.echo(f"gradcheck: error: cannot write the report: {message}", err=True)
+                    say(f"error: cannot write the report: {error.strerror or error}")
                     sys.stderr.flush()
                 status = ExitStatus.INPUT_ERROR
     return status

@@ -12,12 +12,15 @@ Configuration is read from ``--config FILE`` (a TOML file with the keys at top l
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import stat
 import sys
 from dataclasses import dataclass, fields
 from typing import Any
 
 from gradcheck.errors import ConfigError
+from gradcheck.storage import file_kind
 
 FAIL_ON_CHOICES = ("nan", "exploding", "vanishing", "static", "overflow", "any", "none")
 
@@ -135,7 +138,7 @@ class Config:
     """Default for ``--fail-on`` (comma list of nan, exploding, vanishing, static; any; none)."""
 
     def __post_init__(self) -> None:
-        _check_positive(self)
+        _check_ranges(self)
         if self.fail_on is not None:
             unknown = {v.strip() for v in self.fail_on.split(",")} - set(FAIL_ON_CHOICES)
             if unknown:
@@ -145,35 +148,72 @@ class Config:
                 )
 
 
-_FRACTIONS = (
-    "baseline_fraction",
-    "clip_pinned_share",
-    "vanish_depth_ratio",
-    "vanish_depth_ratio_stalled",
-)
+@dataclass(frozen=True)
+class Range:
+    """The values a threshold may take: finite, above ``low``, at most ``high`` (or below it
+    when ``high_open``). Outside, a check would be off (``inf``, NaN) or flag everything."""
+
+    low: float
+    high: float = math.inf
+    high_open: bool = True
+
+    def __contains__(self, value: float) -> bool:
+        if not math.isfinite(value) or not value > self.low:
+            return False
+        return value < self.high if self.high_open else value <= self.high
+
+    def __str__(self) -> str:
+        if self.high == math.inf:
+            return f"a finite number above {self.low:g}"
+        closing = ")" if self.high_open else "]"
+        return f"a number in ({self.low:g}, {self.high:g}{closing}"
+
+
+_FACTOR = Range(1.0)  # a multiple of a baseline: at or below 1, every parameter would be flagged
+_POSITIVE = Range(0.0)
+_FRACTION = Range(0.0, 1.0, high_open=False)
+_BELOW_ONE = Range(0.0, 1.0)
+RANGES: dict[str, Range] = {
+    "explode_factor": _FACTOR,
+    "explode_spike_factor": _FACTOR,
+    "explode_level_factor": _FACTOR,
+    "explode_sustain_steps": Range(0.0),
+    "baseline_fraction": _FRACTION,
+    "grad_to_weight_ratio": _POSITIVE,
+    "weight_growth_factor": _FACTOR,
+    "explode_veto_limit": _FACTOR,
+    "vanish_depth_ratio": _FRACTION,
+    "vanish_depth_ratio_stalled": _FRACTION,
+    "loss_stalled_ratio": _FRACTION,
+    "vanish_absolute": _POSITIVE,
+    "vanish_decay_factor": _BELOW_ONE,
+    "vanish_decay_excess": _FRACTION,
+    "static_movement": _POSITIVE,
+    "others_moving": _POSITIVE,
+    "normal_update_ratio": _POSITIVE,
+    "clip_pinned_tolerance": _BELOW_ONE,
+    "clip_pinned_tolerance_estimated": _BELOW_ONE,
+    "clip_pinned_share": _FRACTION,
+    "clip_suggest_percentile": Range(0.0, 100.0, high_open=False),
+    "compare_factor": _FACTOR,
+}
+"""The allowed values of every numeric threshold (README, Configuration)."""
 _PATTERN_KEYS = ("grad_pattern", "weight_pattern", "fail_on")
 
 
-def _check_positive(config: Config) -> None:
-    for field in fields(config):
-        if field.name in _PATTERN_KEYS:
-            continue
-        value = getattr(config, field.name)
-        if not value > 0:
-            raise ConfigError(f"{field.name} must be a positive number, got {value!r}")
-        if field.name in _FRACTIONS and value > 1:
-            raise ConfigError(f"{field.name} must be at most 1, got {value!r}")
-    if not config.compare_factor > 1:
-        raise ConfigError(f"compare_factor must be above 1, got {config.compare_factor!r}")
-    if not 0 < config.clip_suggest_percentile <= 100:
-        raise ConfigError("clip_suggest_percentile must be in (0, 100]")
+def _check_ranges(config: Config) -> None:
+    for name, allowed in RANGES.items():
+        value = getattr(config, name)
+        if value not in allowed:
+            raise ConfigError(f"{name} must be {allowed}, got {value!r}")
 
 
 DEFAULT_CONFIG = Config()
 
 
 def config_from_mapping(values: dict[str, Any], source: str) -> Config:
-    """A Config from TOML keys (dashes or underscores), ConfigError on unknown keys or types."""
+    """A Config from TOML keys (dashes or underscores), ConfigError on unknown keys or types,
+    or on a threshold out of its range (:data:`RANGES`)."""
     known = {field.name: field for field in fields(Config)}
     changes: dict[str, Any] = {}
     for raw_key, value in values.items():
@@ -183,7 +223,10 @@ def config_from_mapping(values: dict[str, Any], source: str) -> Config:
                 f"{source}: unknown setting {raw_key!r}; known settings: {', '.join(sorted(known))}"
             )
         changes[key] = _typed(key, value, getattr(DEFAULT_CONFIG, key), source)
-    return dataclasses.replace(DEFAULT_CONFIG, **changes)
+    try:
+        return dataclasses.replace(DEFAULT_CONFIG, **changes)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
 
 
 def _typed(key: str, value: Any, default: Any, source: str) -> Any:
@@ -229,14 +272,36 @@ def _from_tool_section(document: dict[str, Any], path: str) -> Config:
     return config_from_mapping(section, f"{path} [tool.gradcheck]")
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""A configuration file larger than 1 MiB is refused: a real one is a few hundred bytes, and
+``--config /dev/zero`` must not fill memory."""
+
+
 def _read_bytes(path: str) -> bytes:
+    """The bytes of a regular file of at most :data:`MAX_CONFIG_BYTES`, else ConfigError.
+
+    Opened without blocking, then checked: a FIFO or a device is refused before any read
+    (opening a FIFO for reading would wait for a writer; a device may never end).
+    """
     try:
-        with open(path, "rb") as stream:
-            return stream.read()
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError as exc:
         raise ConfigError(f"config file {path} does not exist") from exc
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"config file {path} is {file_kind(mode)}, not a regular file")
+        with open(descriptor, "rb", closefd=False) as stream:
+            data = stream.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
+    finally:
+        os.close(descriptor)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {path} is larger than {MAX_CONFIG_BYTES} bytes (1 MiB)")
+    return data
 
 
 def _parsed_toml(data: bytes, path: str) -> dict[str, Any]:
@@ -246,7 +311,7 @@ def _parsed_toml(data: bytes, path: str) -> dict[str, Any]:
         import tomli as tomllib
     try:
         return tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    except RecursionError:  # arrays or tables nested thousands deep
+        raise ConfigError(f"config file {path} is not valid TOML: nested too deeply") from None

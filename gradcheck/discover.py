@@ -5,16 +5,20 @@ are searched recursively. An event file is any file whose name contains ``tfeven
 names include ``events.out.tfevents.<time>.<host>.<pid>.<n>.v2``, ``events.out.tfevents.resnet``,
 ``...profile-empty`` and ``2gpu_big%2Fevents.out.tfevents...``, so no stricter glob is used. A
 file given explicitly is read whatever its name. Files of a run are sorted by name, which is
-TensorBoard's order (the timestamp in the name sorts them).
+TensorBoard's order (the timestamp in the name sorts them). Only regular files are read: a
+FIFO or a device given as a path is an error that says what it is, and one with an event
+file's name inside a directory is passed over (reading it could block or never end).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 
 from gradcheck.errors import InputError
 from gradcheck.model import Run
+from gradcheck.storage import file_kind
 
 EVENT_FILE_MARKER = "tfevents"
 
@@ -27,7 +31,8 @@ def is_event_file_name(name: str) -> bool:
 def discover(paths: Sequence[str]) -> list[Run]:
     """The runs under ``paths`` (files or directories), in the order the paths were given.
 
-    Raises ``InputError`` for a path that does not exist, and when no event file is found.
+    Raises ``InputError`` for a path that does not exist or is neither a regular file nor a
+    directory, and when no event file is found.
     """
     if isinstance(paths, str):
         paths = [paths]
@@ -47,10 +52,21 @@ def discover(paths: Sequence[str]) -> list[Run]:
 
 def _runs_under(path: str) -> list[tuple[str, list[str]]]:
     """``(run directory, event files)`` pairs for one user-given path."""
-    if os.path.isfile(path):
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(
+            f"{path!r} does not exist: give an event file or a log directory."
+        ) from None
+    except OSError as error:
+        raise InputError(f"cannot access {path!r}: {error.strerror}.") from None
+    if stat.S_ISREG(mode):
         return [(os.path.dirname(os.path.normpath(path)) or ".", [os.path.normpath(path)])]
-    if not os.path.isdir(path):
-        raise InputError(f"{path!r} does not exist: give an event file or a log directory.")
+    if not stat.S_ISDIR(mode):
+        raise InputError(
+            f"{path!r} is {file_kind(mode)}, not an event file or a log directory: "
+            "gradcheck reads regular files only."
+        )
     runs = []
     for directory, subdirectories, names in os.walk(os.path.normpath(path), onerror=_raise):
         subdirectories.sort()

@@ -323,6 +323,11 @@ def _check_readable(paths: Sequence[str], parts: Sequence[FilePart], window: Ste
     """Nothing to analyse is an input error that says why, not an empty report."""
     where = ", ".join(paths)
     if not any(part.values_read for part in parts):
+        unopened = [d for part in parts for d in part.data.damages if d.kind == "unreadable"]
+        if unopened:  # the reason, not "0 bytes": the file could not be read at all
+            reasons = "; ".join(damage.message for damage in unopened[:3])
+            more = f" (and {len(unopened) - 3} more)" if len(unopened) > 3 else ""
+            raise InputError(f"nothing could be read from {where}: {reasons}{more}")
         infos = [info for part in parts for info in part.data.file_infos]
         raise InputError(f"no TensorBoard records could be read from {where}: {_why(infos)}")
     if not any(part.values_kept for part in parts):

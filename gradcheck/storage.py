@@ -7,6 +7,7 @@ here later without touching the decoder, which only sees a binary stream.
 from __future__ import annotations
 
 import os
+import stat
 from typing import BinaryIO
 
 
@@ -18,3 +19,16 @@ def open_binary(path: str) -> BinaryIO:
 def file_size(path: str) -> int:
     """Size of ``path`` in bytes."""
     return os.path.getsize(path)
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, in words: ``a FIFO (named pipe)``, ..."""
+    kinds = (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "a special file")

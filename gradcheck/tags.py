@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from gradcheck.errors import ConfigError
 
@@ -54,12 +54,13 @@ _OTHER_COMPONENT = re.compile(
 class TagRules:
     """How tags are classified: user regexes (tried first), then the built-in patterns.
 
-    Each user pattern is matched with :func:`re.search` and must define a named group ``name``
-    holding the parameter name; add ``(?i)`` for case-insensitive matching.
+    Each user pattern is searched for in the tag (as :func:`re.search` does) and must define
+    a named group ``name`` holding the parameter name; add ``(?i)`` for case-insensitive
+    matching. User patterns are matched by RE2 (:func:`linear_time_pattern`).
     """
 
-    grad_patterns: tuple[re.Pattern[str], ...] = ()
-    weight_patterns: tuple[re.Pattern[str], ...] = ()
+    grad_patterns: tuple[TagPattern, ...] = ()
+    weight_patterns: tuple[TagPattern, ...] = ()
 
     @classmethod
     def from_patterns(cls, grad: str | None = None, weight: str | None = None) -> TagRules:
@@ -73,22 +74,22 @@ class TagRules:
         """The role of a histogram tag and its normalised parameter name."""
         for pattern in self.grad_patterns:
             match = pattern.search(tag)
-            if match and match.group("name"):
-                return "gradient", normalise_name(match.group("name"))
+            if match and (name := match.group("name")):
+                return "gradient", normalise_name(name)
         for pattern in self.weight_patterns:
             match = pattern.search(tag)
-            if match and match.group("name"):
-                return "weight", normalise_name(match.group("name"))
+            if match and (name := match.group("name")):
+                return "weight", normalise_name(name)
         return _builtin_classify(tag)
 
 
 DEFAULT_RULES = TagRules()
 
 
-def _compile_user_pattern(option: str, pattern: str | None) -> tuple[re.Pattern[str], ...]:
+def _compile_user_pattern(option: str, pattern: str | None) -> tuple[TagPattern, ...]:
     if pattern is None or pattern == "":
         return ()
-    try:
+    try:  # Python's parser first: its messages say where a pattern is wrong
         compiled = re.compile(pattern)
     except re.error as exc:
         raise ConfigError(f"{option} {pattern!r} is not a valid regular expression: {exc}") from exc
@@ -97,7 +98,44 @@ def _compile_user_pattern(option: str, pattern: str | None) -> tuple[re.Pattern[
             f"{option} {pattern!r} needs a named group for the parameter name, "
             "e.g. 'grad_(?P<name>.+)'"
         )
-    return (compiled,)
+    return (linear_time_pattern(option, pattern),)
+
+
+class TagMatch(Protocol):
+    def group(self, name: str, /) -> str | None: ...
+
+
+class TagPattern(Protocol):
+    def search(self, text: str, /) -> TagMatch | None: ...
+
+
+def linear_time_pattern(option: str, pattern: str) -> TagPattern:
+    """``pattern`` compiled by RE2 (google-re2), whose matching time is linear in the tag's
+    length: tags come from the logs, and with Python's backtracking engine a crafted tag makes
+    ``(a+)+`` take seconds per character more. RE2 has no lookaround, backreference or
+    possessive quantifier (they are what can take exponential time): a pattern using one is a
+    ConfigError that names it."""
+    try:
+        import re2  # google-re2
+    except ImportError:  # a required dependency: only a broken install lacks it
+        raise ConfigError(
+            f"{option} needs the google-re2 package to match tags in linear time: "
+            "pip install google-re2"
+        ) from None
+    options = re2.Options()
+    options.log_errors = False  # RE2 would also write its complaint to stderr
+    try:
+        compiled: TagPattern = re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise ConfigError(
+            f"{option} {pattern!r} is outside RE2's syntax, which gradcheck uses to match "
+            "tags in linear time (no lookaround, backreference or possessive quantifier; "
+            f"repetitions up to 1000): {reason}"
+        ) from None
+    return compiled
 
 
 def normalise_name(name: str) -> str:

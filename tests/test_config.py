@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import os
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from gradcheck.config import DEFAULT_CONFIG, Config, load_config
+from gradcheck.config import DEFAULT_CONFIG, MAX_CONFIG_BYTES, RANGES, Config, load_config
 from gradcheck.errors import ConfigError
 
 
@@ -59,9 +62,17 @@ def test_config_file_with_tool_section(tmp_path: Path) -> None:
         ("explode_factr = 3\n", "unknown setting 'explode_factr'"),
         ("explode_factor = 'big'\n", "must be a number"),
         ("explode_factor = true\n", "must be a number"),
-        ("explode_factor = -1\n", "must be a positive number"),
+        ("explode_factor = -1\n", "explode_factor must be a finite number above 1, got -1.0"),
+        ("explode_factor = inf\n", "explode_factor must be a finite number above 1, got inf"),
+        ("explode_factor = 1e400\n", "explode_factor must be a finite number above 1, got inf"),
+        ("explode_factor = 1\n", "explode_factor must be a finite number above 1, got 1.0"),
+        ("explode_spike_factor = nan\n", "explode_spike_factor must be a finite number above 1"),
+        ("vanish_absolute = -inf\n", "vanish_absolute must be a finite number above 0"),
+        ("static_movement = 0\n", "static_movement must be a finite number above 0, got 0.0"),
+        ("vanish_decay_factor = 1\n", r"vanish_decay_factor must be a number in \(0, 1\), got"),
         ("explode_sustain_steps = 2.5\n", "whole number"),
-        ("baseline_fraction = 2\n", "at most 1"),
+        ("explode_sustain_steps = 0\n", "explode_sustain_steps must be a finite number above 0"),
+        ("baseline_fraction = 2\n", r"baseline_fraction must be a number in \(0, 1\], got 2.0"),
         ("clip_suggest_percentile = 120\n", r"\(0, 100\]"),
         ("fail_on = 'nan,sometimes'\n", "unknown value"),
         ("grad_pattern = 3\n", "must be a string"),
@@ -72,6 +83,43 @@ def test_config_file_with_tool_section(tmp_path: Path) -> None:
 def test_bad_config_files_raise_config_error(tmp_path: Path, text: str, message: str) -> None:
     path = write(tmp_path / "bad.toml", text)
     with pytest.raises(ConfigError, match=message):
+        load_config(path)
+
+
+def test_every_threshold_has_a_range_and_its_default_is_in_it() -> None:
+    numbers = {f.name for f in fields(Config)} - {"grad_pattern", "weight_pattern", "fail_on"}
+    assert set(RANGES) == numbers
+    for name, allowed in RANGES.items():
+        assert getattr(DEFAULT_CONFIG, name) in allowed, name
+    with pytest.raises(ConfigError, match="explode_factor must be a finite number above 1"):
+        Config(explode_factor=math.inf)  # the Python API is checked as the TOML file is
+
+
+def test_a_fifo_or_a_device_as_config_file_is_refused_without_reading(tmp_path: Path) -> None:
+    """Opening a FIFO for reading would wait for a writer, /dev/zero never ends."""
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"is a FIFO \(named pipe\), not a regular file"):
+        load_config(str(fifo))
+    with pytest.raises(ConfigError, match="is a character device, not a regular file"):
+        load_config("/dev/zero")
+    with pytest.raises(ConfigError, match="is a directory, not a regular file"):
+        load_config(str(tmp_path))
+
+
+def test_a_config_file_over_one_mib_is_refused(tmp_path: Path) -> None:
+    at_limit = write(tmp_path / "at.toml", "#" * (MAX_CONFIG_BYTES - 1) + "\n")
+    assert load_config(at_limit) == DEFAULT_CONFIG  # a comment of 1 MiB is still read
+    over = write(tmp_path / "over.toml", "#" * MAX_CONFIG_BYTES + "\n")
+    with pytest.raises(ConfigError, match=r"larger than 1048576 bytes \(1 MiB\)"):
+        load_config(over)
+
+
+@pytest.mark.parametrize("opening", ["[", "{a="])
+def test_toml_nested_too_deeply_is_a_config_error(tmp_path: Path, opening: str) -> None:
+    closing = {"[": "]", "{a=": "}"}[opening]
+    path = write(tmp_path / "deep.toml", f"a = {opening * 100_000}1{closing * 100_000}\n")
+    with pytest.raises(ConfigError, match="not valid TOML: nested too deeply"):
         load_config(path)
 
 

@@ -90,7 +90,7 @@ def test_readme_help_excerpt_is_the_real_help() -> None:
 
 
 def test_every_exit_status_is_documented_in_readme_and_help() -> None:
-    table = re.findall(r"^\| (\d) \| (.+) \|$", README, re.M)
+    table = re.findall(r"^\| (\d+) \| (.+) \|$", README, re.M)
     assert sorted(int(code) for code, _ in table) == sorted(int(s) for s in ExitStatus)
     help_text = run_gradcheck("analyze", "--help")[1] + run_gradcheck("--help")[1]
     for status in ExitStatus:

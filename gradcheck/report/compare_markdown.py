@@ -1,14 +1,15 @@
 """``gradcheck compare --format markdown``: the comparison for a pull-request comment or
-``$GITHUB_STEP_SUMMARY`` (GitHub-flavoured Markdown). Names from the log are inline code with
-backticks and pipes escaped (:func:`gradcheck.report.markdown.code`) and control characters
-written as ``\\xNN`` (:func:`gradcheck.report.compare_table.visible`)."""
+``$GITHUB_STEP_SUMMARY`` (GitHub-flavoured Markdown). Names from the log are code spans
+(:func:`gradcheck.report.escape.markdown_code`), other text from it goes through
+:func:`gradcheck.report.escape.markdown_text`."""
 
 from __future__ import annotations
 
 from gradcheck.model import Comparison, ParameterComparison
-from gradcheck.report.compare_table import header_lines, moves_pair, visible
+from gradcheck.report.compare_table import header_lines, moves_pair
+from gradcheck.report.escape import markdown_code, markdown_text
 from gradcheck.report.interface import ComparisonFormatter
-from gradcheck.report.markdown import MARKS, code, escape
+from gradcheck.report.markdown import MARKS
 from gradcheck.report.numbers import MISSING, format_ratio
 
 HEADER = (
@@ -34,14 +35,14 @@ class ComparisonMarkdownFormatter(ComparisonFormatter):
             f"## gradcheck {comparison.version} compare: {diverging} of "
             f"{len(comparison.parameters)} parameters diverge",
             "",
-            f"- **A:** {code(visible(comparison.a))}",
-            f"- **B:** {code(visible(comparison.b))}",
-            *(f"- {escape(line)}" for line in header_lines(comparison)),
+            f"- **A:** {markdown_code(comparison.a)}",
+            f"- **B:** {markdown_code(comparison.b)}",
+            *(f"- {markdown_text(line)}" for line in header_lines(comparison)),
             "",
-            f"**Summary:** {escape(visible(comparison.summary))}",
+            f"**Summary:** {markdown_text(comparison.summary)}",
             "",
         ]
-        lines += [f"> **warning:** {escape(visible(w))}  " for w in comparison.warnings]
+        lines += [f"> **warning:** {markdown_text(w)}  " for w in comparison.warnings]
         if comparison.warnings:
             lines.append("")
         lines += [_row(HEADER), _row(ALIGNMENT)]
@@ -52,7 +53,7 @@ class ComparisonMarkdownFormatter(ComparisonFormatter):
 def _cells(parameter: ParameterComparison) -> tuple[str, ...]:
     mark = "🟥 " if parameter.diverges else ""
     return (
-        mark + code(visible(parameter.name)),
+        mark + markdown_code(parameter.name, in_table=True),
         _name_b(parameter),
         format_ratio(parameter.grad_norm_ratio_first),
         format_ratio(parameter.grad_norm_ratio_median),
@@ -68,7 +69,7 @@ def _name_b(parameter: ParameterComparison) -> str:
     """B's name where it differs, or in which run alone the parameter is."""
     if parameter.presence != "both":
         return f"*only in {parameter.presence.upper()}*"
-    return "" if parameter.name_b is None else code(visible(parameter.name_b))
+    return "" if parameter.name_b is None else markdown_code(parameter.name_b, in_table=True)
 
 
 def _verdict(verdict: str | None) -> str:

@@ -4,12 +4,10 @@ Rows are most different first: gradient-norm ratio B/A at the first common step 
 median, the ratio of weight movement per step, whether the weights move in A and in B, each
 run's verdict, and the first common step where the gradient ratio leaves the band. Fits
 ``Env.width`` columns (80 when not a terminal). Names from the log are shown with control
-characters escaped (:func:`visible`).
+characters and bidi overrides escaped (:func:`gradcheck.report.escape.terminal`).
 """
 
 from __future__ import annotations
-
-import re
 
 from rich.console import Console
 from rich.padding import Padding
@@ -18,6 +16,7 @@ from rich.text import Text
 
 from gradcheck.matching import without_model_scope
 from gradcheck.model import Comparison, ParameterComparison
+from gradcheck.report.escape import terminal
 from gradcheck.report.interface import ComparisonFormatter
 from gradcheck.report.numbers import MISSING, format_ratio, format_steps
 from gradcheck.report.table import VERDICT_STYLES, console_text, shorten, text_console
@@ -28,13 +27,6 @@ MIN_VERDICTS = 7  # "verdict"
 STEP_WIDTH = 5  # "parts"
 MIN_NAME = 12
 RENAMES_SHOWN = 3  # B's differing names listed under the table (JSON lists all)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def visible(text: str) -> str:
-    """``text`` with control characters (newlines, ANSI escapes) written as ``\\xNN``: a name
-    from a log can neither break a line of the report nor drive the terminal."""
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
 class ComparisonTableFormatter(ComparisonFormatter):
@@ -42,12 +34,12 @@ class ComparisonTableFormatter(ComparisonFormatter):
 
     def format(self, comparison: Comparison) -> str:
         console = text_console(self.options.env)
-        console.print(Text.assemble(("A ", "bold"), visible(comparison.a)))
-        console.print(Text.assemble(("B ", "bold"), visible(comparison.b)))
+        console.print(Text.assemble(("A ", "bold"), terminal(comparison.a)))
+        console.print(Text.assemble(("B ", "bold"), terminal(comparison.b)))
         for line in header_lines(comparison):
             console.print(Padding(Text(line), (0, 0, 0, 2)))
         for warning in comparison.warnings:
-            console.print(Padding(Text(f"! {visible(warning)}", style="yellow"), (0, 0, 0, 2)))
+            console.print(Padding(Text(f"! {terminal(warning)}", style="yellow"), (0, 0, 0, 2)))
         console.print(self._table(comparison.parameters))
         for line in rename_lines(comparison.parameters):
             console.print(Padding(Text(line, style="dim"), (0, 0, 0, 2)))
@@ -83,7 +75,7 @@ class ComparisonTableFormatter(ComparisonFormatter):
 def shown_name(parameter: ParameterComparison) -> str:
     """The parameter's name without its Keras model scope (``sequential_1/``): the rows then
     show what tells parameters apart (the JSON keeps the full names)."""
-    return visible(without_model_scope(parameter.name))
+    return terminal(without_model_scope(parameter.name))
 
 
 def header_lines(comparison: Comparison) -> list[str]:
@@ -91,7 +83,7 @@ def header_lines(comparison: Comparison) -> list[str]:
     steps = f"common steps {format_steps(comparison.steps)} ({comparison.common_steps})"
     factor = f"{comparison.factor:g}"
     band = f"ratios B/A agree within [1/{factor}, {factor}]"
-    return [f"{steps} · {band}", visible(comparison.names)]
+    return [f"{steps} · {band}", terminal(comparison.names)]
 
 
 def moves_pair(parameter: ParameterComparison) -> str:
@@ -106,7 +98,7 @@ def rename_lines(parameters: tuple[ParameterComparison, ...]) -> list[str]:
     """B's names where they differ from A's: the first few, then how many more."""
     renamed = [p for p in parameters if p.name_b is not None]
     lines = [
-        f"{shown_name(p)} is {visible(without_model_scope(p.name_b or ''))} in B" for p in renamed
+        f"{shown_name(p)} is {terminal(without_model_scope(p.name_b or ''))} in B" for p in renamed
     ]
     if len(lines) > RENAMES_SHOWN:
         more = len(lines) - RENAMES_SHOWN
@@ -133,5 +125,5 @@ def _print_summary(console: Console, summary: str) -> None:
     grid = Table.grid(padding=(0, 1, 0, 0))
     grid.add_column(no_wrap=True)
     grid.add_column()
-    grid.add_row(Text("summary:", style="bold"), Text(visible(summary)))
+    grid.add_row(Text("summary:", style="bold"), Text(terminal(summary)))
     console.print(grid)

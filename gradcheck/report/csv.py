@@ -3,6 +3,11 @@
 Fixed columns first, then one column per statistic (the union over all parameters, in order
 of first appearance), then the evidence and hint. A missing or non-finite number is an empty
 cell, which ``pandas.read_csv`` reads as NaN. Every parameter appears, healthy ones included.
+
+Text cells (run, name, tags, evidence, hint) go through
+:func:`~gradcheck.report.escape.csv_text`: one starting like a formula gets a leading ``'``.
+Numbers are written by this formatter, never copied from the log's text, so a negative number
+stays ``-1.5``, a number to a spreadsheet and to pandas.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import numbers
 from collections.abc import Iterable
 
 from gradcheck.model import LayerResult, Report, RunReport
+from gradcheck.report.escape import csv_text
 from gradcheck.report.interface import Formatter
 
 LEADING = (
@@ -31,12 +37,14 @@ TRAILING = ("evidence", "notes", "hint")
 
 
 class CsvFormatter(Formatter):
-    """Comma-separated values with a header row (RFC 4180 quoting, ``\\n`` line ends)."""
+    """Comma-separated values with a header row, ``\\n`` line ends; every text cell quoted
+    (RFC 4180 quoting), numbers not. Quoting only where the csv module must would leave a
+    carriage return in a name unquoted, and readers take it for the end of the row."""
 
     def format(self, report: Report) -> str:
         stat_keys = _stat_keys(layer for run in report.runs for layer in run.layers)
         buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
+        writer = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
         writer.writerow([*LEADING, *stat_keys, *TRAILING])
         for run in report.runs:
             for layer in sorted(run.layers, key=lambda layer: -layer.severity):
@@ -52,29 +60,41 @@ def _stat_keys(layers: Iterable[LayerResult]) -> list[str]:
     return [key for key in keys if key not in LEADING and key not in TRAILING]
 
 
-def _row(run: RunReport, layer: LayerResult, stat_keys: list[str]) -> list[str]:
+def _text(value: str | None) -> str:
+    """A text cell from the log (empty for None), neutralised for spreadsheets."""
+    return "" if value is None else csv_text(value)
+
+
+def _row(run: RunReport, layer: LayerResult, stat_keys: list[str]) -> list[float | int | str]:
     leading = [
-        run.run,
-        layer.name,
+        _text(run.run),
+        _text(layer.name),
         layer.verdict,
         ";".join(layer.flags),
         cell(layer.severity),
         cell(layer.first_bad_step),
         cell(layer.depth),
-        layer.weight_tag or "",
-        layer.grad_tag or "",
+        _text(layer.weight_tag),
+        _text(layer.grad_tag),
     ]
     stats = [cell(layer.stats.get(key)) for key in stat_keys]
-    return [*leading, *stats, layer.evidence, "; ".join(layer.notes), layer.hint]
+    return [
+        *leading,
+        *stats,
+        _text(layer.evidence),
+        _text("; ".join(layer.notes)),
+        _text(layer.hint),
+    ]
 
 
-def cell(value: float | int | None) -> str:
-    """A number as text that round-trips (``repr``), empty when absent or non-finite."""
+def cell(value: float | int | None) -> float | int | str:
+    """A number as a number (the writer leaves it unquoted, as ``repr`` writes it, so that it
+    round-trips); an empty text cell when absent or non-finite."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, numbers.Integral):  # int and numpy integers
-        return str(int(value))
+        return int(value)
     number = float(value)
-    return repr(number) if math.isfinite(number) else ""
+    return number if math.isfinite(number) else ""

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from gradcheck import __version__
 from gradcheck.inspect import FileSummary, InspectReport, RunSummary, TagSummary
+from gradcheck.report.escape import each_string, terminal
 from gradcheck.report.interface import Env
 from gradcheck.report.numbers import format_steps
 from gradcheck.report.table import console_text, hanging, shorten, text_console
@@ -86,6 +87,7 @@ def _tag_fields(tag: TagSummary) -> dict[str, Any]:
 
 def inspect_table(report: InspectReport, env: Env) -> str:
     """Per run and file: size, records, writer, one row per tag, then damage and notices."""
+    report = each_string(report, terminal)  # names and messages come from the logs
     console = text_console(env)
     for position, run in enumerate(report.runs):
         if position:
@@ -113,14 +115,13 @@ def _print_run(console: Console, run: RunSummary, width: int) -> None:
 
 
 def _file_line(file: FileSummary) -> str:
-    """``events.out.tfevents... · 1.2 MB · 4,321 records · pytorch``."""
-    parts = [
-        os.path.basename(file.path),
-        human_size(file.size),
-        plural(file.records, "record"),
-        file.writer or "writer unknown",
-    ]
-    return " · ".join(parts)
+    """``events.out.tfevents... · 1.2 MB · 4,321 records · pytorch``; ``... · not readable``
+    for a file that could not be opened (its damage line below says why): not ``0 B``."""
+    name = os.path.basename(file.path)
+    if file.records == 0 and any(d.kind == "unreadable" and d.offset == 0 for d in file.damages):
+        return f"{name} · not readable"
+    parts = [name, human_size(file.size), plural(file.records, "record")]
+    return " · ".join([*parts, file.writer or "writer unknown"])
 
 
 WIDE_ENOUGH_FOR_PARAMETER = 110

@@ -1,9 +1,12 @@
 """The Markdown format: a summary and a table per run, for a pull-request comment or
-``$GITHUB_STEP_SUMMARY`` (GitHub-flavoured Markdown tables and ``<details>``)."""
+``$GITHUB_STEP_SUMMARY`` (GitHub-flavoured Markdown tables and ``<details>``). Every string
+from the logs goes through :func:`~gradcheck.report.escape.markdown_text` or, for names,
+:func:`~gradcheck.report.escape.markdown_code`."""
 
 from __future__ import annotations
 
 from gradcheck.model import VERDICTS, LayerResult, Report, RunReport
+from gradcheck.report.escape import markdown_code, markdown_text
 from gradcheck.report.interface import Formatter
 from gradcheck.report.numbers import format_steps
 from gradcheck.report.view import (
@@ -31,7 +34,7 @@ class MarkdownFormatter(Formatter):
 
     def format(self, report: Report) -> str:
         lines = [f"## gradcheck {report.version}: {_report_summary(report)}", ""]
-        lines += [f"> **warning:** {escape(warning)}" for warning in report.warnings]
+        lines += [f"> **warning:** {markdown_text(warning)}" for warning in report.warnings]
         if report.warnings:
             lines.append("")
         for run in report.runs:
@@ -40,22 +43,22 @@ class MarkdownFormatter(Formatter):
 
     def _run_lines(self, run: RunReport) -> list[str]:
         selection = select_layers(run, self.options.top, self.options.show_all)
-        lines = [f"### `{run.run}`", "", _run_summary(run), ""]
-        lines += [f"> {escape(note)}" for note in run.notes]
+        lines = [f"### {markdown_code(run.run)}", "", _run_summary(run), ""]
+        lines += [f"> {markdown_text(note)}" for note in run.notes]
         if run.notes:
             lines.append("")
-        lines += [f"> **warning:** {escape(warning)}  " for warning in run.warnings]
+        lines += [f"> **warning:** {markdown_text(warning)}  " for warning in run.warnings]
         if run.warnings:
             lines.append("")
         if run.clipping is not None:
-            lines += [escape(clipping_phrase(run.clipping)), ""]
+            lines += [markdown_text(clipping_phrase(run.clipping)), ""]
         if selection.listed:
             lines += _table(selection.listed) + [""]
         lines += _hint_lines(selection.listed)
         if selection.hidden:
             lines += [f"… {plural(len(selection.hidden), 'more finding')} not listed.", ""]
         if selection.folded:
-            names = ", ".join(code(layer.name) for layer in selection.folded)
+            names = ", ".join(markdown_code(layer.name) for layer in selection.folded)
             summary = plural(len(selection.folded), "healthy parameter")
             lines += [f"<details><summary>{summary}</summary>", "", names, "", "</details>", ""]
         return lines
@@ -76,8 +79,8 @@ def _report_summary(report: Report) -> str:
 def _run_summary(run: RunReport) -> str:
     parts = [plural(len(run.files), "file"), f"steps {format_steps(run.steps)}"]
     if run.writers:
-        parts.append(escape(", ".join(run.writers)))
-    parts.append(escape(run_verdict_line(run)))
+        parts.append(markdown_text(", ".join(run.writers)))
+    parts.append(markdown_text(run_verdict_line(run)))
     return " · ".join(parts)
 
 
@@ -93,10 +96,10 @@ def _table(layers: tuple[LayerResult, ...]) -> list[str]:
     for layer in layers:
         cells = [
             f"{MARKS[layer.verdict]} {layer.verdict}",
-            code(layer.name),
+            markdown_code(layer.name, in_table=True),
             "" if layer.first_bad_step is None else str(layer.first_bad_step),
             *(number.of(layer) for number in KEY_NUMBERS),
-            escape("; ".join(filter(None, (layer.evidence, *layer.notes)))),
+            markdown_text("; ".join(filter(None, (layer.evidence, *layer.notes)))),
         ]
         lines.append(_row(cells))
     return lines
@@ -107,22 +110,14 @@ def _hint_lines(layers: tuple[LayerResult, ...]) -> list[str]:
     names_by_hint: dict[str, list[str]] = {}
     for layer in layers:
         if layer.hint:
-            names_by_hint.setdefault(layer.hint, []).append(code(layer.name))
+            names_by_hint.setdefault(layer.hint, []).append(markdown_code(layer.name))
     if not names_by_hint:
         return []
-    hints = [f"- {', '.join(names)}: {escape(hint)}" for hint, names in names_by_hint.items()]
+    hints = [
+        f"- {', '.join(names)}: {markdown_text(hint)}" for hint, names in names_by_hint.items()
+    ]
     return ["<details><summary>hints</summary>", "", *hints, "", "</details>", ""]
 
 
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
-
-
-def code(name: str) -> str:
-    """A parameter name as inline code (pipes escaped: GitHub splits table cells on them)."""
-    return "`" + name.replace("`", "'").replace("|", "\\|") + "`"
-
-
-def escape(text: str) -> str:
-    """Text safe inside a table cell or a paragraph: pipes escaped, newlines flattened."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")

@@ -3,7 +3,8 @@
 Per run: a header (path, files, step range, writers, verdict counts), warnings, the global
 gradient norm, then one row per finding (verdict, parameter, first bad step, key numbers,
 sparkline), the evidence and hint of each finding, and healthy parameters folded into one line.
-Fits ``Env.width`` columns (80 when not a terminal); colour only when ``Env.color``.
+Fits ``Env.width`` columns (80 when not a terminal); colour only when ``Env.color``. Every
+string of the report is shown through :func:`gradcheck.report.escape.terminal`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gradcheck.model import LayerResult, Report, RunReport
+from gradcheck.report.escape import each_string, terminal
 from gradcheck.report.interface import Env, Formatter
 from gradcheck.report.numbers import format_steps
 from gradcheck.report.sparkline import sparkline
@@ -53,6 +55,7 @@ class TableFormatter(Formatter):
     """Renders a report as aligned text for a terminal (ANSI colours only on a colour TTY)."""
 
     def format(self, report: Report) -> str:
+        report = each_string(report, terminal)  # names and warnings come from the logs
         console = text_console(self.options.env)
         for position, run in enumerate(report.runs):
             if position:
