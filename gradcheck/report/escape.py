@@ -102,32 +102,35 @@ def each_string(value: _T, escape: Callable[[str], str]) -> _T:
 
 
 _NUMBERS = (int, float)
+_ATOMS = frozenset({int, float, bool, type(None)})
 
 
 def _each(value: Any, escape: Callable[[str], str]) -> Any:
-    if isinstance(value, str):
+    kind: type = type(value)
+    if kind is str:
         return escape(value)
-    if value is None or isinstance(value, _NUMBERS):
+    if kind in _ATOMS:
         return value
+    fields = _init_fields(kind)
+    if fields:  # a dataclass
+        old = [getattr(value, name) for name in fields]
+        new = [_each(item, escape) for item in old]
+        if _same(new, old):
+            return value
+        return dataclasses.replace(value, **dict(zip(fields, new, strict=True)))
     if isinstance(value, (tuple, list)):
         if value and isinstance(value[0], _NUMBERS):
             return value  # a series of numbers (a trend, a step range): never mixed with text
         items = [_each(item, escape) for item in value]
-        return value if _same(items, value) else type(value)(items)
+        return value if _same(items, value) else kind(items)
     if isinstance(value, Mapping):
-        pairs = [(_each(key, escape), _each(item, escape)) for key, item in value.items()]
-        if _same([key for key, _ in pairs], value.keys()) and _same(
-            [item for _, item in pairs], value.values()
-        ):
+        keys = [_each(key, escape) for key in value]
+        items = [_each(item, escape) for item in value.values()]
+        if _same(keys, value.keys()) and _same(items, value.values()):
             return value
-        return dict(pairs)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        names = _init_fields(type(value))
-        old = [getattr(value, name) for name in names]
-        new = [_each(item, escape) for item in old]
-        if _same(new, old):
-            return value
-        return dataclasses.replace(value, **dict(zip(names, new, strict=True)))
+        return dict(zip(keys, items, strict=True))
+    if isinstance(value, str):  # a str subclass
+        return escape(value)
     return value
 
 
@@ -137,5 +140,8 @@ def _same(new: Iterable[Any], old: Iterable[Any]) -> bool:
 
 
 @functools.cache
-def _init_fields(cls: type) -> tuple[str, ...]:
-    return tuple(field.name for field in dataclasses.fields(cls) if field.init)
+def _init_fields(kind: type) -> tuple[str, ...]:
+    """The fields of dataclass ``kind`` set by its ``__init__`` (empty for other types)."""
+    if not dataclasses.is_dataclass(kind):
+        return ()
+    return tuple(field.name for field in dataclasses.fields(kind) if field.init)
