@@ -19,7 +19,7 @@ from gradcheck.model import NameMatch
 
 NAMES_LISTED = 5  # names of parameters in one run only, in the sentence (JSON lists all)
 _KERAS_MODEL_SCOPE = re.compile(r"^(?:sequential|functional|model)(?:_\d+)?$")
-_NUMBERED_LAYER = re.compile(r"^(?P<base>.+?)(?:_(?P<number>\d+))?$")
+_NUMBERED_LAYER = re.compile(r"^(?P<base>.*?)(?:_(?P<number>\d+))?\Z", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def layer_ranks(names: Sequence[str]) -> dict[str, str]:
 def _layer_number(layer: str) -> tuple[str, int]:
     """``dense_3`` -> ``("dense", 3)``; ``dense`` -> ``("dense", -1)`` (the first of its kind)."""
     match = _NUMBERED_LAYER.match(layer)
-    assert match is not None  # the pattern matches any non-empty string
+    assert match is not None  # the pattern matches any string: empty (``a//b``), newlines
     number = match.group("number")
     return match.group("base"), -1 if number is None else int(number)
 

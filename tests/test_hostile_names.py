@@ -231,3 +231,46 @@ def test_errors_on_stderr_quote_hostile_paths_escaped(tmp_path: Path) -> None:
     assert result.exit_code == ExitStatus.INPUT_ERROR
     assert_terminal_safe(result.stderr)
     assert result.stderr.count("\n") == 1 and "does not exist" in result.stderr
+
+
+COMPARE_CHECKS: dict[str, Callable[[str], None]] = {
+    "table": lambda text: (
+        assert_terminal_safe(text),
+        [_assert_in(escaped(name), text) for name in HOSTILE_PARAMETERS],
+    ),
+    "markdown": lambda text: (
+        assert_terminal_safe(text),
+        _assert_no_element_from_names(rendered_markdown(text)),
+        [
+            _assert_in(escaped(name), _html_text(rendered_markdown(text)))
+            for name in HOSTILE_PARAMETERS
+        ],
+    ),
+    "json": lambda text: _assert_in(
+        set(HOSTILE_PARAMETERS), {p["name"] for p in json.loads(text)["parameters"]}, subset=True
+    ),
+}
+
+
+def _assert_in(part: object, whole: object, subset: bool = False) -> None:
+    if subset:
+        assert part <= whole, part  # type: ignore[operator]
+    else:
+        assert part in whole, part  # type: ignore[operator]
+
+
+def _assert_no_element_from_names(html: str) -> None:
+    assert not re.search(r"<(img|a|script|b|i|em|s|del|h1)\b", html)
+    assert "All gradients healthy</h" not in html
+
+
+@pytest.mark.parametrize("format_name", sorted(report.COMPARE_FORMATS))
+def test_hostile_names_are_neutralised_in_every_compare_format(
+    logs: Path, format_name: str
+) -> None:
+    assert format_name in COMPARE_CHECKS, f"{format_name}: say how it neutralises hostile names"
+    run = str(logs / HOSTILE_RUN)
+    result = invoke("compare", run, run, "--format", format_name)
+    assert result.exit_code == ExitStatus.OK, result.output
+    COMPARE_CHECKS[format_name](result.stdout_bytes.decode("utf-8"))
+    assert_terminal_safe(result.stderr)
