@@ -230,3 +230,26 @@ def test_failing_run_lines_cannot_drive_the_terminal() -> None:
     assert cli.printable(HOSTILE_TAG) == (
         "<script>console.log('INJECTED')</script>%0A::error::x,y\\r\\n\\x1b[31m\\x00"
     )
+
+
+def test_ci_formats_say_what_a_run_leaves_unjudged() -> None:
+    from dataclasses import replace
+
+    from tests.handmade import clean_report
+
+    healthy = clean_report().runs[0]
+    partial = replace(healthy, notes=("no gradient was logged: vanishing cannot be judged",))
+    scalars = replace(healthy, run="runs/scalars", layers=(), holds="only scalars: loss")
+    report = replace(clean_report(), runs=(partial, scalars))
+    root = ET.fromstring(JunitFormatter().format(report))
+    first, second = root.findall("testsuite")
+    assert first.findtext("system-out") == "no gradient was logged: vanishing cannot be judged"
+    skipped = second.find("testcase/skipped")
+    assert skipped is not None and skipped.get("message") == "nothing to judge: only scalars: loss"
+    commands = [parse_command(line) for line in GithubFormatter().format(report).splitlines()]
+    assert ("notice", "no gradient was logged: vanishing cannot be judged") in [
+        (name, message) for name, _, message in commands
+    ]
+    assert ("warning", "nothing to judge: only scalars: loss") in [
+        (name, message) for name, _, message in commands
+    ]

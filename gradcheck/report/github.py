@@ -2,7 +2,8 @@
 
 One ``::error`` per finding in ``--fail-on`` (``::warning`` for the other findings), titled
 with the verdict, the parameter and the run, its evidence and hint as the message; a
-``::warning`` per reader warning; a closing ``::notice`` with the summary. Untrusted text
+``::warning`` per reader warning and per run with nothing to judge, a ``::notice`` per thing a
+run's logs leave unjudged (its notes); a closing ``::notice`` with the summary. Untrusted text
 (tag and run names, evidence that quotes them) goes through :func:`escape_data` and
 :func:`escape_property` only, so no name can end a command early or start a new one:
 https://github.com/actions/toolkit/blob/main/packages/core/src/command.ts
@@ -23,9 +24,11 @@ class GithubFormatter(Formatter):
         fail_on = self.options.fail_on
         lines = [command("warning", {"title": "gradcheck"}, w) for w in report.warnings]
         for run in report.runs:
-            lines += [
-                command("warning", {"title": f"gradcheck: {run.run}"}, w) for w in run.warnings
-            ]
+            title = {"title": f"gradcheck: {run.run}"}
+            if run.holds:
+                lines.append(command("warning", title, f"nothing to judge: {run.holds}"))
+            lines += [command("notice", title, note) for note in run.notes]
+            lines += [command("warning", title, warning) for warning in run.warnings]
             for layer in run.layers:
                 if layer.verdict != "ok":
                     level = "error" if fails(layer, fail_on) else "warning"

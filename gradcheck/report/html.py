@@ -89,6 +89,7 @@ class HtmlFormatter(Formatter):
         from gradcheck.report import html_charts
 
         parts = [f"<h2><code>{escape(run.run)}</code></h2>", f"<p>{escape(run_summary(run))}</p>"]
+        parts += [f"<p>{escape(note)}</p>" for note in run.notes]
         parts += [_warning(warning) for warning in run.warnings]
         if run.clipping is not None:
             parts.append(f"<p>{escape(clipping_phrase(run.clipping))}</p>")

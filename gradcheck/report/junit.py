@@ -4,7 +4,9 @@ One ``<testsuite>`` per run and one ``<testcase>`` per parameter (classname: the
 parameter with a flag in ``--fail-on`` gets a ``<failure>`` (type: its verdict; message: its
 evidence); findings outside ``--fail-on`` pass, their evidence in ``<system-out>``. What could
 not be judged is ``<skipped>``: a parameter logged at fewer than two steps, a run with no
-parameter, and the report's own warnings (a run nothing could be read from). The attributes
+parameter (or nothing to judge: only scalars), and the report's own warnings (a run nothing
+could be read from). What a run's logs leave unjudged (its notes) and its warnings are the
+suite's ``<system-out>``. The attributes
 and elements are those of the common JUnit schema (Jenkins' ``junit-10.xsd``).
 
 The XML is built with :mod:`xml.etree.ElementTree`, which escapes markup; :func:`xml_text` is
@@ -53,13 +55,14 @@ def _suite(run: RunReport, fail_on: frozenset[Verdict]) -> ET.Element:
         properties.append(_element("property", name=name, value=value))
     cases = [_case(run, layer, fail_on) for layer in run.layers]
     if not cases:
+        why = f"nothing to judge: {run.holds}" if run.holds else "no parameter found in this run"
         case = _element("testcase", name="(no parameters)", classname=run.run, time="0")
-        case.append(_element("skipped", message="no parameter found in this run"))
+        case.append(_element("skipped", message=why))
         cases.append(case)
     suite.extend(cases)
     _count(suite, cases)
-    if run.warnings:
-        _text(ET.SubElement(suite, "system-out"), "\n".join(run.warnings))
+    if run.notes or run.warnings:
+        _text(ET.SubElement(suite, "system-out"), "\n".join([*run.notes, *run.warnings]))
     return suite
 
 
