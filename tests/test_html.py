@@ -136,3 +136,14 @@ def test_the_browser_check_sees_console_errors(tmp_path: Path) -> None:
     page.write_text("<script>console.error('boom'); undefinedFunction();</script>")
     console = browser.render(page, tmp_path).console
     assert len(console) == 2 and '"boom"' in console[0] and "undefinedFunction" in console[1]
+
+
+def test_finding_chart_marks_each_flags_onset() -> None:
+    from dataclasses import replace
+
+    layer = replace(sample_report().runs[0].layers[0], onsets={"nan": 24, "exploding": 9})
+    figure = html_charts.finding_figure(layer, str)
+    assert figure is not None
+    assert [shape["x0"] for shape in figure["layout"]["shapes"]] == [24, 9]
+    texts = [note["text"] for note in figure["layout"]["annotations"]]
+    assert texts == ["nan from 24", "exploding from 9"]

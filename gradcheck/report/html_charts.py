@@ -29,8 +29,8 @@ PROFILE_BINS = 120
 
 
 def finding_figure(layer: LayerResult, label: Label) -> Figure | None:
-    """The relevant norm over steps (log scale) with the thresholds the rule used, the onset
-    step and the non-finite steps marked; the weights' update size in a panel under it."""
+    """The relevant norm over steps (log scale) with the thresholds the rule used, each flag's
+    onset and the non-finite steps marked; the weights' update size in a panel under it."""
     series = layer.series
     if series is None:
         return None
@@ -45,9 +45,9 @@ def finding_figure(layer: LayerResult, label: Label) -> Figure | None:
         "shapes": [],
         "annotations": [],
     }
-    if layer.first_bad_step is not None:
-        layout["shapes"].append(_onset_line(layer.first_bad_step))
-        layout["annotations"].append(_onset_label(layer.first_bad_step))
+    for row, (text, step) in enumerate(_onsets(layer)):
+        layout["shapes"].append(_onset_line(step))
+        layout["annotations"].append(_onset_label(step, text, 1.0 - 0.07 * row))
     update = layer.update_series
     if update is None:
         return _styled(data, layout, height=320)
@@ -171,8 +171,17 @@ def _onset_line(step: int) -> dict[str, Any]:
     }
 
 
-def _onset_label(step: int) -> dict[str, Any]:
-    return {"x": step, "y": 1.0, "xref": "x", "yref": "paper", "text": "first bad step",
+def _onsets(layer: LayerResult) -> list[tuple[str, int]]:
+    """Each flag's onset (``exploding from 2``, ``nan from 21``), else the first bad step."""
+    if layer.onsets:
+        return [(f"{verdict} from {step}", step) for verdict, step in layer.onsets.items()]
+    if layer.first_bad_step is not None:
+        return [("first bad step", layer.first_bad_step)]
+    return []
+
+
+def _onset_label(step: int, text: str, height: float) -> dict[str, Any]:
+    return {"x": step, "y": height, "xref": "x", "yref": "paper", "text": text,
             "showarrow": False, "xanchor": "left", "yanchor": "top"}  # fmt: skip
 
 
