@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # would pull a multi-GB CUDA build from the registry.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install install-core demo test lint format sample-runs bench clean
+.PHONY: install install-core demo report-demo test lint format sample-runs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,13 @@ install-core: | $(BIN)/python
 
 demo: install-core
 	$(BIN)/gradcheck analyze sample_runs/ --fail-on none
+
+# The HTML and JUnit reports of the sample runs (the HTML is about 5 MB: not committed). Exit
+# status 1 (findings in --fail-on: the sample runs have them on purpose) is not an error here.
+report-demo: $(STAMP)
+	$(BIN)/gradcheck analyze sample_runs/ --report html:sample_runs/report.html \
+		--report junit:sample_runs/report.xml >/dev/null; test $$? -le 1
+	@echo "open sample_runs/report.html"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

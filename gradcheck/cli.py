@@ -14,23 +14,32 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from gradcheck import __version__
 from gradcheck.errors import GradcheckError, InputError
-from gradcheck.gate import DEFAULT_FAIL_ON, failing_layers, nothing_to_judge, parse_fail_on
+from gradcheck.gate import (
+    DEFAULT_FAIL_ON,
+    FINDINGS,
+    failing_layers,
+    failing_runs,
+    fails,
+    nothing_to_judge,
+    parse_fail_on,
+)
 from gradcheck.report.escape import terminal
 from gradcheck.report.interface import Env, FormatOptions
 from gradcheck.status import ExitStatus
 
 if TYPE_CHECKING:
     from gradcheck.config import Config
-    from gradcheck.model import Comparison, Report
+    from gradcheck.model import Comparison, Report, Verdict
     from gradcheck.tags import TagRules
 
-FORMAT_CHOICES = ("table", "json", "markdown", "csv")
+FORMAT_CHOICES = ("table", "json", "markdown", "csv", "github", "junit", "html")
 INSPECT_FORMAT_CHOICES = ("table", "json")
 COMPARE_FORMAT_CHOICES = ("table", "json", "markdown")
 DEFAULT_TOP = 20
@@ -56,6 +65,13 @@ Exit status:
   3  internal error (a bug: rerun with --debug and report it)
   130  interrupted (Ctrl-C, SIGINT)
   143  terminated (SIGTERM)"""
+
+INSPECT_EXIT_STATUS_HELP = """\b
+Exit status:
+  0  listed (damage in the files is listed, not an error)
+  2  usage, input or output error (bad option, missing path, no event
+     files, listing not writable)
+  3  internal error (a bug: rerun with --debug and report it)"""
 
 
 class GradcheckGroup(click.Group):
@@ -258,6 +274,14 @@ def cli() -> None:
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @format_options(FORMAT_CHOICES, "report")
 @click.option(
+    "--report",
+    "reports",
+    multiple=True,
+    metavar="FORMAT:FILE",
+    callback=lambda ctx, param, value: [_report_target(text) for text in value],
+    help="Also write the report in FORMAT to FILE (repeatable; stdout keeps --format).",
+)
+@click.option(
     "--fail-on",
     show_default=DEFAULT_FAIL_ON,
     metavar="LIST",
@@ -286,6 +310,7 @@ def analyze(
     paths: tuple[str, ...],
     format_name: str,
     output: str | None,
+    reports: list[tuple[str, str]],
     fail_on: str | None,
     top: int,
     show_all: bool,
@@ -321,9 +346,15 @@ def analyze(
             progress=progress,
             jobs=jobs,
         )
-    options = FormatOptions(env=env if output is None else Env(), top=top, show_all=show_all)
-    _emit(_format_report(report, format_name, options), output)
-    _note_warnings(report, format_name, output)
+    options = FormatOptions(top=top, show_all=show_all, fail_on=failing)
+    stdout_options = replace(options, env=env) if output is None else options
+    for report_format, path in reports:  # files first: one not writable leaves stdout empty
+        _emit(_format_report(report, report_format, options), path)
+    _emit(_format_report(report, format_name, stdout_options), output)
+    written = [(format_name, output)] if output is not None else []
+    _note_warnings(report, [format_name, *(name for name, _ in reports)], written + reports)
+    if written or reports:
+        _note_failing_runs(report, failing)
     silence = nothing_to_judge(report)
     if silence is not None:
         say(f"nothing to judge: {silence}")
@@ -331,7 +362,16 @@ def analyze(
     return ExitStatus.FINDINGS if failing_layers(report, failing) else ExitStatus.OK
 
 
-@cli.command(epilog=EXIT_STATUS_HELP)
+def _report_target(text: str) -> tuple[str, str]:
+    """``FORMAT:FILE`` of ``--report`` as ``(format, file)``."""
+    name, sep, path = text.partition(":")
+    if not sep or not path or name not in FORMAT_CHOICES:
+        names = ", ".join(FORMAT_CHOICES)
+        raise click.BadParameter(f"{text!r}: expected FORMAT:FILE with FORMAT one of {names}")
+    return name, path
+
+
+@cli.command(epilog=INSPECT_EXIT_STATUS_HELP)
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @format_options(INSPECT_FORMAT_CHOICES, "listing")
 @click.option("--grad-pattern", metavar="RE", help="Regex for gradient tags, group (?P<name>).")
@@ -496,14 +536,29 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def _note_warnings(report: Report, format_name: str, output: str | None) -> None:
-    """On stderr: where the report went, and warnings a CSV document has no room for."""
+def _note_warnings(report: Report, format_names: list[str], written: list[tuple[str, str]]) -> None:
+    """On stderr: warnings a CSV document has no room for, and where the reports went."""
     warnings = [*report.warnings, *(w for run in report.runs for w in run.warnings)]
-    if format_name == "csv":
+    if "csv" in format_names:
         for warning in warnings:
             say(f"warning: {warning}")
-    if output is not None:
-        say(f"wrote {format_name} report to {output}")
+    for format_name, path in written:
+        say(f"wrote {format_name} report to {path}")
+
+
+def _note_failing_runs(report: Report, fail_on: frozenset[Verdict]) -> None:
+    """On stderr, one line per run failing ``--fail-on`` (so a CI log says what failed when
+    the report itself went to a file): ``gradcheck: runs/a: 2 parameters failing --fail-on
+    (1 nan · 1 exploding): fc1.weight, fc2.weight``."""
+    from gradcheck.report.view import counts_phrase, plural
+
+    for run in failing_runs(report, fail_on):
+        bad = [layer for layer in run.layers if fails(layer, fail_on)]
+        counts: dict[str, int] = {v: sum(layer.verdict == v for layer in bad) for v in FINDINGS}
+        names = ", ".join(layer.name for layer in bad[:3]) + (", ..." if len(bad) > 3 else "")
+        line = f"{run.run}: {plural(len(bad), 'parameter')} failing --fail-on"
+        line += f" ({counts_phrase(counts)}): {names}"
+        say(line)
 
 
 @contextmanager

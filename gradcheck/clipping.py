@@ -15,13 +15,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcheck.config import Config
-from gradcheck.model import ClipInfo
+from gradcheck.model import ClipInfo, StepSeries
 from gradcheck.series import RunData, ScalarSeries
 from gradcheck.signals import Parameter, common_steps
 from gradcheck.stats import median, percentile
 from gradcheck.tags import scalar_roles
 
 TREND_POINTS = 24
+CHART_WINDOWS = 512
+"""A chart's series longer than this many steps keeps, of each of this many windows, its
+lowest and its highest point (1,024 points at most: a chart a few hundred pixels wide shows
+no more, and every spike and dip is kept); a report of 200 parameters then holds ~7 MB of
+series, not ~26 MB (measured, pickled)."""
 MIN_AT_CEILING = {True: 2, False: 5}
 """Steps at the ceiling that a pinned norm needs, exact or estimated: within the estimate's 2%
 tolerance, two or three noisy steps of an unclipped norm land near its maximum by chance (the
@@ -119,6 +124,12 @@ def clip_info(
         suggested_clip_norm=suggested,
         rule=rule,
         trend=downsample(main.values),
+        series=StepSeries(
+            "global gradient L2 norm",
+            main.steps,
+            main.values,
+            main.steps[~np.isfinite(main.values)],
+        ),
     )
 
 
@@ -149,3 +160,25 @@ def downsample(values: np.ndarray, points: int = TREND_POINTS) -> tuple[float, .
     bad = ~np.isfinite(values)
     largest = np.maximum.reduceat(np.where(bad, -np.inf, values), starts)
     return tuple(np.where(np.add.reduceat(bad, starts) > 0, np.nan, largest).tolist())
+
+
+def chart_series(
+    label: str, steps: np.ndarray, values: np.ndarray, nonfinite_steps: np.ndarray
+) -> StepSeries:
+    """``values`` over ``steps`` for a chart: whole up to ``2 * CHART_WINDOWS`` steps, else the
+    lowest and highest finite point of each window (a window of NaN keeps its first step, so
+    the line breaks there). Every non-finite step is kept in ``nonfinite_steps``."""
+    if values.size <= 2 * CHART_WINDOWS:
+        return StepSeries(label, steps, values, nonfinite_steps)
+    windows = np.array_split(np.arange(values.size), CHART_WINDOWS)
+    keep: list[int] = []
+    for window in windows:
+        part = values[window]
+        finite = np.isfinite(part)
+        if not finite.any():
+            keep.append(int(window[0]))
+            continue
+        masked = np.where(finite, part, np.nan)
+        keep += sorted({int(window[np.nanargmin(masked)]), int(window[np.nanargmax(masked)])})
+    index = np.array(keep)
+    return StepSeries(label, steps[index], values[index], nonfinite_steps)

@@ -17,14 +17,23 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from gradcheck import hints
-from gradcheck.clipping import GlobalNorm, clip_info, downsample, global_norms, pinned_ceiling
+from gradcheck.clipping import (
+    GlobalNorm,
+    chart_series,
+    clip_info,
+    downsample,
+    global_norms,
+    pinned_ceiling,
+)
 from gradcheck.config import DEFAULT_CONFIG, Config
 from gradcheck.model import (
     GLOBAL_NORM_ROW,
     VERDICTS,
     GradientCoverage,
     LayerResult,
+    Reference,
     RunReport,
+    StepSeries,
     Verdict,
 )
 from gradcheck.rules import (
@@ -45,6 +54,7 @@ from gradcheck.series import RunData, ScalarSeries, join_renamed
 from gradcheck.signals import (
     Movement,
     Parameter,
+    WeightSignal,
     before,
     movement,
     parameter_signals,
@@ -434,6 +444,9 @@ def _layer_result(
             if f.first_bad_step is not None and f.verdict != "ok"
         },
         notes=tuple(notes),
+        series=_series(parameter, trend_of),
+        update_series=_update_series(parameter.weight),
+        references=_references(numbers, context.config),
     )
 
 
@@ -505,6 +518,37 @@ def _trend(parameter: Parameter) -> tuple[tuple[float, ...], str]:
     if parameter.weight is not None:
         return downsample(parameter.weight.norm), "weight L2 norm"
     return (), ""
+
+
+def _series(parameter: Parameter, label: str) -> StepSeries | None:
+    """The ``_trend`` quantity at every step (the arrays themselves: no copy)."""
+    signal = parameter.gradient if parameter.gradient is not None else parameter.weight
+    if signal is None:
+        return None
+    return chart_series(label, signal.steps, signal.norm, signal.bad_steps)
+
+
+def _update_series(weight: WeightSignal | None) -> StepSeries | None:
+    """``|norm_t - norm_t-1| / norm_t-1`` of the weights: how much each step changed them (a
+    lower bound of the update's size relative to the weights, ``||w_t - w_t-1|| / ||w_t-1||``)."""
+    if weight is None or weight.steps.size < 2:
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = np.abs(np.diff(weight.norm)) / np.abs(weight.norm[:-1])
+    label = "weight norm change per step (relative)"
+    return chart_series(label, weight.steps[1:], change, weight.bad_steps)
+
+
+def _references(numbers: Mapping[str, float | int | None], config: Config) -> tuple[Reference, ...]:
+    """The exploding rule's early baseline and threshold, when it measured them."""
+    baseline = numbers.get("grad_norm_baseline")
+    if baseline is None or not math.isfinite(baseline):
+        return ()
+    factor = config.explode_factor
+    return (
+        Reference("early baseline", float(baseline)),
+        Reference(f"threshold ({factor:g}x the baseline)", float(baseline) * factor),
+    )
 
 
 def _json_safe(value: float | int | None) -> float | int | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradcheck.errors import ConfigError
-from gradcheck.model import VERDICTS, LayerResult, Report, Verdict
+from gradcheck.model import VERDICTS, LayerResult, Report, RunReport, Verdict
 
 FINDINGS: tuple[Verdict, ...] = tuple(v for v in VERDICTS if v != "ok")
 DEFAULT_FAIL_ON = "nan,exploding"
@@ -44,12 +44,17 @@ def _verdict(word: str) -> Verdict | None:
 
 def failing_layers(report: Report, fail_on: frozenset[Verdict]) -> list[LayerResult]:
     """Parameters with at least one flag in ``fail_on`` (any run)."""
-    return [
-        layer
-        for run in report.runs
-        for layer in run.layers
-        if fail_on.intersection(layer.flags) or layer.verdict in fail_on
-    ]
+    return [layer for run in report.runs for layer in run.layers if fails(layer, fail_on)]
+
+
+def fails(layer: LayerResult, fail_on: frozenset[Verdict]) -> bool:
+    """Whether ``layer`` has a flag in ``fail_on`` (what makes the exit status 1)."""
+    return bool(fail_on.intersection(layer.flags)) or layer.verdict in fail_on
+
+
+def failing_runs(report: Report, fail_on: frozenset[Verdict]) -> list[RunReport]:
+    """The runs with a parameter that fails ``fail_on``, in report order."""
+    return [run for run in report.runs if any(fails(layer, fail_on) for layer in run.layers)]
 
 
 LOGGING_ADVICE = (

@@ -154,6 +154,46 @@ GradientCoverage = Literal["per_parameter", "global", "none"]
 a global gradient norm, or none."""
 
 
+@dataclass(frozen=True, eq=False)
+class StepSeries:
+    """One quantity at every step the analysis kept (not downsampled; at most
+    ``2 * series.MAX_ROWS`` steps once a long log is thinned), for the HTML report's charts.
+
+    ``steps`` (int64) and ``values`` (float64, NaN where missing or non-finite) have one entry
+    per step; ``nonfinite_steps`` are the steps at which the logged values held NaN or inf.
+    Not in the JSON or CSV formats (they carry ``trend``). Equal when every array is equal.
+    """
+
+    label: str  # what ``values`` are, e.g. "gradient L2 norm"
+    steps: np.ndarray
+    values: np.ndarray
+    nonfinite_steps: np.ndarray
+
+    def __eq__(self, other: object) -> bool:
+        import numpy as np
+
+        if not isinstance(other, StepSeries):
+            return NotImplemented
+        return self.label == other.label and all(
+            np.array_equal(mine, theirs, equal_nan=True)
+            for mine, theirs in (
+                (self.steps, other.steps),
+                (self.values, other.values),
+                (self.nonfinite_steps, other.nonfinite_steps),
+            )
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A level a chart draws across a series: a threshold or the baseline it is a multiple of."""
+
+    label: str  # "early baseline", "threshold (100x the baseline)"
+    value: float
+
+
 @dataclass(frozen=True)
 class LayerResult:
     """The verdict on one parameter (a weight and/or its gradient, paired by name)."""
@@ -176,6 +216,9 @@ class LayerResult:
     notes: tuple[str, ...] = ()
     """Why a rule did not fire although a signal crossed its threshold (a falling loss that
     softened a rise, a sibling that excused a static bias): reasons the user cannot see."""
+    series: StepSeries | None = None  # the ``trend_of`` quantity at every step (charts)
+    update_series: StepSeries | None = None  # the weights' relative norm change per step
+    references: tuple[Reference, ...] = ()  # levels a chart of ``series`` marks
 
 
 @dataclass(frozen=True)
@@ -192,6 +235,7 @@ class ClipInfo:
     suggested_clip_norm: float | None
     rule: str  # how the suggestion was made, in words
     trend: tuple[float, ...] = ()
+    series: StepSeries | None = None  # the global norm at every step (charts)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from gradcheck.model import ClipInfo, LayerResult, Report, RunReport, Verdict
+import numpy as np
+
+from gradcheck.model import ClipInfo, LayerResult, Reference, Report, RunReport, StepSeries, Verdict
 
 NAN = math.nan
 
@@ -28,8 +30,10 @@ def layer(
     hint: str = "",
     depth: int = 0,
     weight_only: bool = False,
+    references: tuple[Reference, ...] = (),
 ) -> LayerResult:
-    """A LayerResult with the tag names of gradcheck's own logging helpers."""
+    """A LayerResult with the tag names of gradcheck's own logging helpers; its full series
+    (charts) is ``trend`` at steps 0, 1, ..."""
     return LayerResult(
         name=name,
         weight_tag=f"weights/{name}",
@@ -44,7 +48,16 @@ def layer(
         stats=dict(stats or {}),
         trend=trend,
         trend_of="gradient L2 norm",
+        series=step_series("gradient L2 norm", trend) if trend else None,
+        references=references,
     )
+
+
+def step_series(label: str, values: tuple[float, ...]) -> StepSeries:
+    """``values`` at steps 0, 1, ...; the non-finite ones marked as such."""
+    array = np.array(values, dtype=float)
+    steps = np.arange(array.size, dtype=np.int64)
+    return StepSeries(label, steps, array, steps[~np.isfinite(array)])
 
 
 def rising_then_nan() -> tuple[float, ...]:
@@ -89,6 +102,7 @@ def troubled_run() -> RunReport:
             "(threshold 100x).",
             hint="Learning rate too high for this layer; clip gradients or add normalisation.",
             depth=1,
+            references=(Reference("early baseline", 1.0), Reference("threshold", 100.0)),
         ),
         layer(
             "encoder.layers.0.self_attention.in_proj_weight",
@@ -168,6 +182,7 @@ def troubled_run() -> RunReport:
             suggested_clip_norm=5.0,
             rule="1.5x the median of the first half",
             trend=(1.0, 2.0, math.inf),
+            series=step_series("global gradient L2 norm", (1.0, 2.0, 3.0, math.inf)),
         ),
         counts={"nan": 1, "exploding": 1, "vanishing": 1, "static": 1, "ok": 2},
     )
@@ -215,3 +230,34 @@ def sample_report() -> Report:
 def clean_report() -> Report:
     """Only the healthy run."""
     return Report(version="0.1.0", runs=(healthy_run(),))
+
+
+HOSTILE_TAG = "<script>console.log('INJECTED')</script>%0A::error::x,y\r\n\x1b[31m\x00"
+HOSTILE_RUN = 'runs/"><img src=x onerror="console.log(\'INJECTED\')">:1,2%'
+
+
+def hostile_report() -> Report:
+    """Names a log could carry that try to break out of every format: HTML markup and an
+    event handler, a GitHub workflow command, CR/LF, ``%``, ``:``, ``,``, an ANSI escape and a
+    NUL; a finding and a healthy parameter carry them."""
+    bad = layer(
+        HOSTILE_TAG,
+        "nan",
+        severity=400.0,
+        first_bad_step=3,
+        stats={"grad_norm_median": 1.0},
+        trend=(1.0, 10.0, 100.0, NAN),
+        evidence=f"gradient non-finite ({HOSTILE_TAG})",
+        hint="Lower the learning rate.",
+    )
+    healthy = layer(HOSTILE_TAG + "ok", "ok", trend=(1.0, 1.1, 1.0), depth=1)
+    run = RunReport(
+        run=HOSTILE_RUN,
+        files=("events.out.tfevents.1",),
+        steps=(0, 3),
+        writers=(f"writer {HOSTILE_TAG}",),
+        warnings=(f"{HOSTILE_TAG}: a warning",),
+        layers=(bad, healthy),
+        counts={"nan": 1, "ok": 1},
+    )
+    return Report(version="0.1.0", runs=(run,), warnings=(f"{HOSTILE_RUN}: unreadable",))

@@ -28,18 +28,9 @@ from gradcheck.steps import StepWindow
 from tests import eventfiles as ef
 from tests.fresh_interpreter import frameworks_imported_by
 from tests.handmade import clean_report, sample_report
-from tests.synthetic_runs import BLOW_UP, NAN_FROM, PARAMETERS, STEPS, write_run
+from tests.synthetic_runs import BLOW_UP, NAN_FROM, PARAMETERS, STEPS
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``logs/healthy`` and ``logs/exploding``."""
-    root = tmp_path_factory.mktemp("logs")
-    write_run(root / "healthy", exploding=False)
-    write_run(root / "exploding", exploding=True, seed=1)
-    return root
 
 
 def invoke(*args: str, env: Env | None = None, **environ: str) -> Result:
@@ -153,7 +144,11 @@ def test_output_file_leaves_stdout_empty(logs: Path, tmp_path: Path) -> None:
     assert result.exit_code == ExitStatus.FINDINGS
     assert result.stdout == ""
     assert json.loads(target.read_text())["schema"] == 1
-    assert result.stderr == f"gradcheck: wrote json report to {target}\n"
+    assert result.stderr.splitlines() == [
+        f"gradcheck: wrote json report to {target}",
+        f"gradcheck: {logs / 'exploding'}: 3 parameters failing --fail-on (3 nan): "
+        "fc1.weight, fc1.bias, fc2.weight",
+    ]
 
 
 def test_table_is_coloured_only_on_a_terminal_without_no_color(logs: Path) -> None:
@@ -478,3 +473,29 @@ def test_a_report_that_cannot_be_written_is_one_line_and_status_2() -> None:
     assert err.decode().splitlines() == [
         "gradcheck: error: cannot write the report: No space left on device"
     ]
+
+
+def test_inspect_help_documents_its_own_exit_statuses() -> None:
+    text = invoke("inspect", "--help").stdout
+    assert "Exit status:" in text and "--fail-on" not in text and "  1  " not in text
+    assert "--fail-on" in invoke("analyze", "--help").stdout
+
+
+def test_shell_completion_offers_the_format_choices() -> None:
+    """The README's completion set-up: click answers through ``_GRADCHECK_COMPLETE``."""
+    environ = {
+        **os.environ,
+        "COMP_WORDS": "gradcheck analyze --format ",
+        "COMP_CWORD": "3",
+        "_GRADCHECK_COMPLETE": "bash_complete",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "gradcheck"], env=environ, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [f"plain,{name}" for name in cli.FORMAT_CHOICES]
+    environ["_GRADCHECK_COMPLETE"] = "bash_source"
+    source = subprocess.run(
+        [sys.executable, "-m", "gradcheck"], env=environ, capture_output=True, text=True
+    )
+    assert "_gradcheck_completion()" in source.stdout

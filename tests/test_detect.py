@@ -502,3 +502,22 @@ def test_a_hundredfold_depth_gap_is_vanishing_only_while_the_loss_stalls() -> No
     result = layer(stalled, "fc0.weight")
     assert result.verdict == "vanishing"
     assert "0.01 threshold while the loss stalled" in result.evidence
+
+
+def test_chart_series_keeps_every_window_extreme_and_every_nonfinite_step() -> None:
+    from gradcheck.clipping import CHART_WINDOWS, chart_series
+
+    steps = np.arange(10_000, dtype=np.int64)
+    values = np.sin(steps / 50.0) + 2.0
+    values[7_777] = 1e6  # a one-step spike
+    values[9_000:9_100] = np.nan
+    bad = steps[~np.isfinite(values)]
+    series = chart_series("norm", steps, values, bad)
+    assert series.steps.size <= 2 * CHART_WINDOWS
+    assert np.all(np.diff(series.steps) > 0)
+    assert 7_777 in series.steps and np.nanmax(series.values) == 1e6
+    assert np.nanmin(series.values) == pytest.approx(values[np.isfinite(values)].min())
+    assert np.isnan(series.values).any()  # the NaN stretch breaks the line
+    assert np.array_equal(series.nonfinite_steps, np.arange(9_000, 9_100))
+    short = chart_series("norm", steps[:100], values[:100], bad[:0])
+    assert np.array_equal(short.steps, steps[:100])  # a short series is kept whole

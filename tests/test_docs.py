@@ -123,7 +123,8 @@ def test_readme_setup_commands_are_make_targets() -> None:
 
 
 def test_every_setting_is_documented_with_its_default() -> None:
-    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", README.split("<!-- config:")[1], re.M))
+    section = README.split("<!-- config:")[1].split("\n## ")[0]  # up to the next section
+    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", section, re.M))
     defaults = {field.name: getattr(DEFAULT_CONFIG, field.name) for field in fields(Config)}
     assert set(rows) == set(defaults)
     for name, default in defaults.items():

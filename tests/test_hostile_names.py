@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gradcheck import cli, report
-from gradcheck.report.escape import FORMULA_STARTS
+from gradcheck.report.escape import FORMULA_STARTS, terminal_lines
 from gradcheck.report.interface import Env
 from gradcheck.status import ExitStatus
 from tests import eventfiles as ef
@@ -181,11 +181,50 @@ def check_json(text: str, logs: Path) -> None:
     assert any(repr(COLLIDING) in warning for warning in run["warnings"])
 
 
+def check_github(text: str, logs: Path) -> None:
+    """Every line one workflow command (a newline in a name cannot start another), with no
+    escape sequence for the log viewer, which renders ANSI codes; decoded as the runner
+    decodes it, every name is there, its line breaks percent-encoded, nothing else changed."""
+    lines = text.splitlines()
+    assert lines and all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines)
+    assert_terminal_safe(text)
+    decoded = "\n".join(_decoded(line) for line in lines)
+    for name in HOSTILE_PARAMETERS:
+        assert terminal_lines(name) in decoded, name
+
+
+def _decoded(line: str) -> str:
+    for code, char in (("%0A", "\n"), ("%0D", "\r"), ("%3A", ":"), ("%2C", ","), ("%25", "%")):
+        line = line.replace(code, char)
+    return line
+
+
+def check_junit(text: str, logs: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text.encode("utf-8"))  # well-formed whatever the names held
+    names = {case.get("name") for case in root.iter("testcase")}
+    assert {terminal_lines(name) for name in HOSTILE_PARAMETERS} <= names
+    assert_terminal_safe(text)
+
+
+def check_html(text: str, logs: Path) -> None:
+    """No markup from the logs (an ``<img onerror>`` or the writer's ``<script>``), and no
+    control or bidi character that would hide or reorder what the page shows."""
+    assert "<img src=x onerror" not in text and "owned\x07<script>" not in text
+    assert "<b>|`x`" not in text
+    assert not BIDI_AND_FORMAT.search(text) and "\x1b" not in text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text
+
+
 CHECKS: dict[str, Callable[[str, Path], None]] = {
     "table": check_table,
     "markdown": check_markdown,
     "csv": check_csv,
     "json": check_json,
+    "github": check_github,
+    "junit": check_junit,
+    "html": check_html,
 }
 
 

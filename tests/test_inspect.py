@@ -159,3 +159,16 @@ def test_wide_table_shows_the_parameter_column_narrow_does_not() -> None:
     assert "parameter" not in narrow
     assert max(len(line) for line in narrow.splitlines()) <= 80
     assert max(len(line) for line in wide.splitlines()) <= 120
+
+
+def test_the_table_prints_long_tag_names_whole_when_piped() -> None:
+    from gradcheck.report.inspect_view import inspect_table
+    from gradcheck.report.interface import Env
+
+    long_tag = "gradients/encoder.layers.11.self_attention.in_proj_weight.with.a.long.suffix"
+    report = inspect_records([histogram(long_tag, 0, 10), histogram(long_tag, 1, 10)])
+    piped = inspect_table(report, Env(stdout_isatty=False, width=80))
+    assert long_tag in piped and "…" not in piped
+    terminal = inspect_table(report, Env(stdout_isatty=True, no_color=True, width=80))
+    assert long_tag not in terminal and "…" in terminal
+    assert max(len(line) for line in terminal.splitlines()) <= 80

@@ -21,6 +21,9 @@ FORMATS: dict[str, str] = {
     "json": "gradcheck.report.json_format:JsonFormatter",
     "markdown": "gradcheck.report.markdown:MarkdownFormatter",
     "csv": "gradcheck.report.csv:CsvFormatter",
+    "github": "gradcheck.report.github:GithubFormatter",
+    "junit": "gradcheck.report.junit:JunitFormatter",
+    "html": "gradcheck.report.html:HtmlFormatter",
 }
 DEFAULT_FORMAT = "table"
 COMPARE_FORMATS: dict[str, str] = {

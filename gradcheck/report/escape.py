@@ -39,6 +39,14 @@ def terminal(text: str) -> str:
     return "".join(char if char.isprintable() else _escaped(char) for char in text)
 
 
+def terminal_lines(text: str) -> str:
+    """:func:`terminal` line by line: the line breaks a message holds on purpose stay (each
+    output escapes them its own way), every other non-printable character is shown escaped.
+    For outputs that render text to a person (GitHub's log and annotations, JUnit viewers,
+    browsers): an escape sequence or a bidi override there hides or reorders what is shown."""
+    return "\n".join(terminal(line) for line in text.split("\n"))
+
+
 def _escaped(char: str) -> str:
     """``\\n``, ``\\x1b``, ``\\u202e``, ``\\U000e0041``: the escape ``repr`` uses."""
     return repr(char)[1:-1]

@@ -86,24 +86,36 @@ def _tag_fields(tag: TagSummary) -> dict[str, Any]:
 
 
 def inspect_table(report: InspectReport, env: Env) -> str:
-    """Per run and file: size, records, writer, one row per tag, then damage and notices."""
+    """Per run and file: size, records, writer, one row per tag, then damage and notices.
+
+    On a terminal long tag names are shortened to fit its width; written to a pipe or a file
+    (``env.stdout_isatty`` false) they are printed whole, for grep and scripts, and lines run
+    as long as they need.
+    """
     report = each_string(report, terminal)  # names and messages come from the logs
+    whole = not env.stdout_isatty
+    table_width = env.width  # the columns shown depend on it, not on the names' lengths
+    if whole:
+        tags = [tag for run in report.runs for file in run.files for tag in file.tags]
+        longest = max((len(tag.name) for tag in tags), default=0)
+        longest += max((len(tag.parameter or "") for tag in tags), default=0)
+        env = dataclasses.replace(env, width=max(env.width, TABLE_FIXED + 4 + longest))
     console = text_console(env)
     for position, run in enumerate(report.runs):
         if position:
             console.print()
-        _print_run(console, run, env.width)
+        _print_run(console, run, table_width, whole)
     return console_text(console)
 
 
-def _print_run(console: Console, run: RunSummary, width: int) -> None:
+def _print_run(console: Console, run: RunSummary, width: int, whole: bool) -> None:
     console.print(Text(run.path, style="bold"))
     summary = f"{plural(len(run.files), 'file')} · steps {format_steps(run.steps)}"
     console.print(Padding(Text(summary), (0, 0, 0, 2)))
     for file in run.files:
         console.print(Padding(Text(_file_line(file)), (0, 0, 0, 2)))
         if file.tags:
-            console.print(Padding(_tag_table(file.tags, width - 4), (0, 0, 0, 4)))
+            console.print(Padding(_tag_table(file.tags, width - 4, whole), (0, 0, 0, 4)))
         else:
             console.print(Padding(Text("no histogram or scalar", style="dim"), (0, 0, 0, 4)))
         damages = [damage.message for damage in file.damages]
@@ -129,13 +141,23 @@ WIDE_ENOUGH_FOR_PARAMETER = 110
 (always in ``--format json``)."""
 
 
-def _tag_table(tags: tuple[TagSummary, ...], width: int) -> Table:
-    """One row per tag, the tag (and parameter) columns taking what the others leave."""
-    fixed = {"kind": 8, "encoding": 8, "steps": 11, "count": 6, "elements": 9}
+FIXED_COLUMNS = {"kind": 8, "encoding": 8, "steps": 11, "count": 6, "elements": 9}
+TABLE_FIXED = sum(FIXED_COLUMNS.values()) + len(FIXED_COLUMNS) + 2
+"""Width of the tag table's fixed columns and the spaces between all of them."""
+
+
+def _tag_table(tags: tuple[TagSummary, ...], width: int, whole: bool = False) -> Table:
+    """One row per tag, the tag (and parameter) columns taking what the others leave (with
+    ``whole``, as much as the longest name needs)."""
+    fixed = FIXED_COLUMNS
     with_parameter = width >= WIDE_ENOUGH_FOR_PARAMETER
     columns = len(fixed) + 1 + with_parameter
     free = width - sum(fixed.values()) - columns
     tag_width = max(12, free // 2 if with_parameter else free)
+    if whole:
+        tag_width = max(
+            [tag_width, *(len(t.name) for t in tags), *(len(t.parameter or "") for t in tags)]
+        )
     table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False)
     table.add_column("kind", width=fixed["kind"], no_wrap=True)
     table.add_column("tag", width=min(tag_width, max(len(t.name) for t in tags)), no_wrap=True)

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from gradcheck.model import Comparison, Report
+from gradcheck.gate import DEFAULT_FAIL_ON, parse_fail_on
+from gradcheck.model import Comparison, Report, Verdict
 
 DEFAULT_WIDTH = 80
 """Width used when stdout is not a terminal: output written to a file or a pipe is stable."""
@@ -65,16 +66,19 @@ def _isatty(stream: TextIO) -> bool:
 
 @dataclass(frozen=True)
 class FormatOptions:
-    """Choices that shape human-oriented formats (table, markdown).
+    """Choices that shape the formats.
 
     ``top`` caps the findings listed per run (the rest are counted, never silently dropped);
     ``show_all`` lists healthy parameters one per row instead of folding them into one line.
-    Machine formats (JSON, CSV) ignore both: they always carry every parameter.
+    Machine formats (JSON, CSV) ignore both: they always carry every parameter. ``fail_on``
+    is the CI gate's ``--fail-on``: the CI formats (github, junit) make its findings errors and
+    failures, the others warnings; Markdown and HTML put the runs that fail it first.
     """
 
     env: Env = field(default_factory=Env)
     top: int | None = None
     show_all: bool = False
+    fail_on: frozenset[Verdict] = field(default_factory=lambda: parse_fail_on(DEFAULT_FAIL_ON))
 
 
 class Formatter(ABC):

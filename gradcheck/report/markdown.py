@@ -5,18 +5,17 @@ from the logs goes through :func:`~gradcheck.report.escape.markdown_text` or, fo
 
 from __future__ import annotations
 
-from gradcheck.model import VERDICTS, LayerResult, Report, RunReport
+from gradcheck.model import LayerResult, Report, RunReport
 from gradcheck.report.escape import markdown_code, markdown_text
 from gradcheck.report.interface import Formatter
-from gradcheck.report.numbers import format_steps
 from gradcheck.report.view import (
     KEY_NUMBERS,
     clipping_phrase,
-    counts_phrase,
+    failing_first,
     plural,
-    run_verdict_line,
+    report_summary,
+    run_summary,
     select_layers,
-    verdict_counts,
 )
 
 MARKS = {
@@ -33,17 +32,17 @@ class MarkdownFormatter(Formatter):
     """GitHub-flavoured Markdown."""
 
     def format(self, report: Report) -> str:
-        lines = [f"## gradcheck {report.version}: {_report_summary(report)}", ""]
+        lines = [f"## gradcheck {report.version}: {report_summary(report)}", ""]
         lines += [f"> **warning:** {markdown_text(warning)}" for warning in report.warnings]
         if report.warnings:
             lines.append("")
-        for run in report.runs:
+        for run in failing_first(report.runs, self.options.fail_on):
             lines += self._run_lines(run)
         return "\n".join(lines).rstrip("\n") + "\n"
 
     def _run_lines(self, run: RunReport) -> list[str]:
         selection = select_layers(run, self.options.top, self.options.show_all)
-        lines = [f"### {markdown_code(run.run)}", "", _run_summary(run), ""]
+        lines = [f"### {markdown_code(run.run)}", "", markdown_text(run_summary(run)), ""]
         lines += [f"> {markdown_text(note)}" for note in run.notes]
         if run.notes:
             lines.append("")
@@ -54,6 +53,7 @@ class MarkdownFormatter(Formatter):
             lines += [markdown_text(clipping_phrase(run.clipping)), ""]
         if selection.listed:
             lines += _table(selection.listed) + [""]
+        lines += _evidence_lines(selection.listed)
         lines += _hint_lines(selection.listed)
         if selection.hidden:
             lines += [f"… {plural(len(selection.hidden), 'more finding')} not listed.", ""]
@@ -64,26 +64,6 @@ class MarkdownFormatter(Formatter):
         return lines
 
 
-def _report_summary(report: Report) -> str:
-    """``2 runs, 3 findings (1 nan, 2 exploding)``."""
-    totals: dict[str, int] = dict.fromkeys(VERDICTS, 0)
-    for run in report.runs:
-        for verdict, count in verdict_counts(run).items():
-            totals[verdict] += count
-    findings = sum(count for verdict, count in totals.items() if verdict != "ok")
-    detail = counts_phrase({v: c for v, c in totals.items() if v != "ok"}).replace(" · ", ", ")
-    text = f"{plural(len(report.runs), 'run')}, {plural(findings, 'finding')}"
-    return f"{text} ({detail})" if findings else text
-
-
-def _run_summary(run: RunReport) -> str:
-    parts = [plural(len(run.files), "file"), f"steps {format_steps(run.steps)}"]
-    if run.writers:
-        parts.append(markdown_text(", ".join(run.writers)))
-    parts.append(markdown_text(run_verdict_line(run)))
-    return " · ".join(parts)
-
-
 def _table(layers: tuple[LayerResult, ...]) -> list[str]:
     header = [
         "verdict",
@@ -91,18 +71,27 @@ def _table(layers: tuple[LayerResult, ...]) -> list[str]:
         "first bad step",
         *(n.label.replace("\n", " ") for n in KEY_NUMBERS),
     ]
-    header.append("evidence")
-    lines = [_row(header), _row(["---"] * 2 + ["---:"] * (1 + len(KEY_NUMBERS)) + ["---"])]
+    lines = [_row(header), _row(["---"] * 2 + ["---:"] * (1 + len(KEY_NUMBERS)))]
     for layer in layers:
         cells = [
             f"{MARKS[layer.verdict]} {layer.verdict}",
             markdown_code(layer.name, in_table=True),
             "" if layer.first_bad_step is None else str(layer.first_bad_step),
             *(number.of(layer) for number in KEY_NUMBERS),
-            markdown_text("; ".join(filter(None, (layer.evidence, *layer.notes)))),
         ]
         lines.append(_row(cells))
     return lines
+
+
+def _evidence_lines(layers: tuple[LayerResult, ...]) -> list[str]:
+    """Each listed finding's evidence, once, below the table that holds its numbers."""
+    texts = [(layer, "; ".join(filter(None, (layer.evidence, *layer.notes)))) for layer in layers]
+    lines = [
+        f"- {MARKS[layer.verdict]} {markdown_code(layer.name)}: {markdown_text(text)}"
+        for layer, text in texts
+        if text
+    ]
+    return [*lines, ""] if lines else []
 
 
 def _hint_lines(layers: tuple[LayerResult, ...]) -> list[str]:

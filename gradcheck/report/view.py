@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from gradcheck.model import VERDICTS, ClipInfo, LayerResult, RunReport
-from gradcheck.report.numbers import MISSING, format_number, format_ratio
+from gradcheck.gate import fails
+from gradcheck.model import VERDICTS, ClipInfo, LayerResult, Report, RunReport, Verdict
+from gradcheck.report.numbers import MISSING, format_number, format_ratio, format_steps
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,11 @@ def select_layers(run: RunReport, top: int | None, show_all: bool) -> LayerSelec
     return LayerSelection(listed=findings[:cut], hidden=findings[cut:], folded=healthy)
 
 
+def failing_first(runs: tuple[RunReport, ...], fail_on: frozenset[Verdict]) -> list[RunReport]:
+    """The runs with a finding in ``fail_on`` first, each group in report order."""
+    return sorted(runs, key=lambda run: not any(fails(layer, fail_on) for layer in run.layers))
+
+
 def verdict_counts(run: RunReport) -> Mapping[str, int]:
     """Parameters per verdict, from the layers (so a --layer filter is reflected)."""
     counts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
@@ -76,6 +82,38 @@ def run_verdict_line(run: RunReport) -> str:
     if not run.judgeable:
         return f"nothing to judge: {run.holds}"
     return counts_phrase(verdict_counts(run))
+
+
+def report_summary(report: Report) -> str:
+    """``2 runs, 3 findings (1 nan, 2 exploding)``."""
+    totals: dict[str, int] = dict.fromkeys(VERDICTS, 0)
+    for run in report.runs:
+        for verdict, count in verdict_counts(run).items():
+            totals[verdict] += count
+    findings = sum(count for verdict, count in totals.items() if verdict != "ok")
+    detail = counts_phrase({v: c for v, c in totals.items() if v != "ok"}).replace(" · ", ", ")
+    text = f"{plural(len(report.runs), 'run')}, {plural(findings, 'finding')}"
+    return f"{text} ({detail})" if findings else text
+
+
+def run_summary(run: RunReport) -> str:
+    """``2 files · steps 0–31 · <writers> · 1 nan · 5 ok`` (unescaped: writers come from logs;
+    a run with nothing to judge says what its log holds)."""
+    parts = [plural(len(run.files), "file"), f"steps {format_steps(run.steps)}"]
+    if run.writers:
+        parts.append(", ".join(run.writers))
+    parts.append(run_verdict_line(run))
+    return " · ".join(parts)
+
+
+def finding_lines(layer: LayerResult) -> list[str]:
+    """A finding for a CI log: its evidence, its first bad step and its hint, a line each."""
+    lines = ["; ".join(filter(None, (layer.evidence, *layer.notes)))]
+    if layer.first_bad_step is not None:
+        lines.append(f"first bad step: {layer.first_bad_step}")
+    if layer.hint:
+        lines.append(f"hint: {layer.hint}")
+    return lines
 
 
 def plural(count: int, noun: str) -> str:

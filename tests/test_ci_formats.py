@@ -1,0 +1,263 @@
+"""The CI formats (GitHub workflow commands, JUnit XML) on hand-built reports, and several
+reports from one run through ``--report FORMAT:FILE``."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from gradcheck.gate import parse_fail_on
+from gradcheck.report import FormatOptions
+from gradcheck.report.escape import terminal_lines
+from gradcheck.report.github import GithubFormatter, escape_data, escape_property
+from gradcheck.report.junit import JunitFormatter
+from gradcheck.status import ExitStatus
+from tests.handmade import HOSTILE_RUN, HOSTILE_TAG, hostile_report, sample_report
+from tests.synthetic_runs import NAN_FROM, PARAMETERS
+from tests.test_cli import invoke
+from tests.test_formats import check_golden
+
+COMMAND = re.compile(r"^::(error|warning|notice)( [^:]*)?::(.*)$")
+
+
+def parse_command(line: str) -> tuple[str, dict[str, str], str]:
+    """A workflow command as GitHub's runner reads it: name, properties, message, unescaped."""
+    match = COMMAND.match(line)
+    assert match, line
+    name, properties, message = match.groups()
+    fields = dict(pair.split("=", 1) for pair in (properties or "").strip().split(",") if pair)
+    return name, {k: unescape(v) for k, v in fields.items()}, unescape(message)
+
+
+def unescape(text: str) -> str:
+    """The runner's decoding (toolkit ``command.ts``), ``%25`` last."""
+    for code, char in (("%0D", "\r"), ("%0A", "\n"), ("%3A", ":"), ("%2C", ","), ("%25", "%")):
+        text = text.replace(code, char)
+    return text
+
+
+# --- GitHub -----------------------------------------------------------------------------------
+
+
+def test_github_golden() -> None:
+    check_golden("report.github.txt", GithubFormatter().format(sample_report()))
+
+
+def test_github_errors_for_fail_on_and_warnings_for_the_other_findings() -> None:
+    lines = GithubFormatter().format(sample_report()).splitlines()
+    commands = [parse_command(line) for line in lines]
+    findings = [
+        (name, props["title"])
+        for name, props, _ in commands
+        if " in runs/" in props.get("title", "")
+    ]
+    assert findings == [
+        ("error", "nan, exploding: fc1.weight in runs/troubled"),
+        ("error", "exploding: fc2.weight in runs/troubled"),
+        ("warning", "vanishing: encoder.layers.0.self_attention.in_proj_weight in runs/troubled"),
+        ("warning", "static: bn1.weight in runs/troubled"),
+    ]
+    _, _, first_message = commands[2]
+    assert first_message.splitlines()[1:] == [
+        "first bad step: 24",
+        "hint: Lower the learning rate or clip the global gradient norm.",
+    ]
+    name, _, summary = commands[-1]
+    assert name == "notice" and summary.endswith("1 run failing --fail-on nan,exploding")
+    every = GithubFormatter(FormatOptions(fail_on=parse_fail_on("any"))).format(sample_report())
+    assert sum(line.startswith("::error ") for line in every.splitlines()) == 4
+    none = GithubFormatter(FormatOptions(fail_on=parse_fail_on("none"))).format(sample_report())
+    assert not any(line.startswith("::error") for line in none.splitlines())
+
+
+def test_github_escaping_follows_the_workflow_command_syntax() -> None:
+    assert escape_data("100% a\nb: c, d") == "100%25 a%0Ab: c, d"
+    assert escape_property("100% a\nb: c, d") == "100%25 a%0Ab%3A c%2C d"
+    # a carriage return (and any control character) is shown, not obeyed by the log viewer
+    assert escape_data("a\r\x1b[31mb") == "a\\r\\x1b[31mb"
+    assert escape_data("%0A") == "%250A"  # an encoded newline in a name stays text
+
+
+def test_github_hostile_names_cannot_start_or_end_a_command() -> None:
+    text = GithubFormatter().format(hostile_report())
+    lines = text.splitlines()
+    assert len(lines) == 4  # report warning, run warning, the finding, the summary: no more
+    assert all(COMMAND.match(line) for line in lines)
+    assert not any(line.startswith("::error::") for line in lines)
+    name, properties, message = parse_command(lines[2])
+    assert name == "error"
+    shown_tag, shown_run = terminal_lines(HOSTILE_TAG), terminal_lines(HOSTILE_RUN)
+    assert properties["title"] == f"nan: {shown_tag} in {shown_run}"
+    assert message.startswith(f"gradient non-finite ({shown_tag})")
+
+
+# --- JUnit ------------------------------------------------------------------------------------
+
+
+def test_junit_golden() -> None:
+    check_golden("report.junit.xml", JunitFormatter().format(sample_report()))
+
+
+def test_junit_structure() -> None:
+    root = ET.fromstring(JunitFormatter().format(sample_report()))
+    assert root.tag == "testsuites"
+    suites = root.findall("testsuite")
+    assert [suite.get("name") for suite in suites] == ["runs/troubled", "runs/healthy", "gradcheck"]
+    troubled = suites[0]
+    cases = troubled.findall("testcase")
+    assert len(cases) == int(troubled.get("tests", "")) == 6
+    assert {case.get("classname") for case in cases} == {"runs/troubled"}
+    failures = {
+        case.get("name"): case.find("failure") for case in cases if case.find("failure") is not None
+    }
+    assert list(failures) == ["fc1.weight", "fc2.weight"]  # the default --fail-on nan,exploding
+    assert troubled.get("failures") == "2" and troubled.get("errors") == "0"
+    failure = failures["fc1.weight"]
+    assert failure is not None and failure.get("type") == "nan"
+    assert failure.get("message", "").startswith("gradient norm is NaN from step 24")
+    assert "hint: Lower the learning rate" in (failure.text or "")
+    vanishing = next(case for case in cases if case.get("name", "").startswith("encoder"))
+    assert vanishing.find("failure") is None
+    assert (vanishing.findtext("system-out") or "").startswith("median gradient norm")
+    assert troubled.findtext("system-out", "").startswith("events.out.tfevents.1700000900")
+    unreadable = suites[2].find("testcase")
+    assert unreadable is not None and unreadable.find("skipped") is not None
+    totals = {
+        key: sum(int(s.get(key, "")) for s in suites) for key in ("tests", "failures", "skipped")
+    }
+    assert totals == {"tests": 9, "failures": 2, "skipped": 1}
+    assert {key: int(root.get(key, "")) for key in totals} == totals
+    # every element and attribute is one the common JUnit schema (Jenkins junit-10.xsd) allows
+    allowed = {
+        "testsuites": {"name", "tests", "failures", "errors", "skipped"},
+        "testsuite": {"name", "tests", "failures", "errors", "skipped", "time"},
+        "properties": set(),
+        "property": {"name", "value"},
+        "testcase": {"name", "classname", "time"},
+        "failure": {"type", "message"},
+        "skipped": {"message"},
+        "system-out": set(),
+    }
+    for element in root.iter():
+        assert element.tag in allowed and set(element.attrib) <= allowed[element.tag]
+
+
+def test_junit_fail_on_any_fails_every_finding() -> None:
+    text = JunitFormatter(FormatOptions(fail_on=parse_fail_on("any"))).format(sample_report())
+    assert ET.fromstring(text).get("failures") == "4"
+
+
+def test_junit_skips_what_could_not_be_judged() -> None:
+    from dataclasses import replace
+
+    from tests.handmade import clean_report, layer
+
+    once = layer("w", "ok", stats={"weight_steps": 1, "grad_steps": 1})
+    twice = layer("v", "ok", stats={"weight_steps": 2})
+    run = replace(clean_report().runs[0], layers=(once, twice))
+    empty = replace(clean_report().runs[0], run="runs/empty", layers=())
+    root = ET.fromstring(JunitFormatter().format(replace(clean_report(), runs=(run, empty))))
+    skipped = [
+        case.get("name") for case in root.iter("testcase") if case.find("skipped") is not None
+    ]
+    assert skipped == ["w", "(no parameters)"]
+    assert root.get("skipped") == "2" and root.get("tests") == "3"
+
+
+def test_junit_hostile_names_stay_text() -> None:
+    text = JunitFormatter().format(hostile_report())
+    root = ET.fromstring(text)  # control characters shown escaped: the document parses
+    case = next(root.iter("testcase"))
+    assert case.get("name") == terminal_lines(HOSTILE_TAG)
+    assert "\\x1b[31m\\x00" in case.get("name", "")
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("name") == terminal_lines(HOSTILE_RUN)
+    assert "<script>" not in text and "<img" not in text
+
+
+# --- several reports in one run ---------------------------------------------------------------
+
+
+def test_several_reports_in_one_run(logs: Path, tmp_path: Path) -> None:
+    pytest.importorskip("plotly")
+    paths = {name: tmp_path / f"report.{name}" for name in ("markdown", "junit", "github", "html")}
+    options = [arg for name, path in paths.items() for arg in ("--report", f"{name}:{path}")]
+    result = invoke("analyze", str(logs), "--format", "json", *options)
+    assert result.exit_code == ExitStatus.FINDINGS  # computed once, from the analysis
+    document = json.loads(result.stdout)  # stdout keeps --format
+    assert [run["counts"]["nan"] for run in document["runs"]] == [len(PARAMETERS), 0]
+    junit = ET.fromstring(paths["junit"].read_text())
+    assert junit.get("failures") == str(len(PARAMETERS))
+    assert paths["markdown"].read_text().startswith("## gradcheck")
+    assert paths["github"].read_text().count("::error ") == len(PARAMETERS)
+    assert paths["html"].read_text().count("Plotly.newPlot(") >= 1 + len(PARAMETERS)
+    lines = result.stderr.splitlines()
+    assert lines[:4] == [
+        f"gradcheck: wrote {name} report to {path}" for name, path in paths.items()
+    ]
+    assert lines[4:] == [
+        f"gradcheck: {logs / 'exploding'}: 3 parameters failing --fail-on (3 nan): "
+        "fc1.weight, fc1.bias, fc2.weight"
+    ]
+    assert f"from step {NAN_FROM}" in paths["github"].read_text()
+
+
+def test_reports_leave_the_exit_status_to_fail_on(logs: Path, tmp_path: Path) -> None:
+    target = tmp_path / "report.xml"
+    result = invoke("analyze", str(logs), "--fail-on", "none", "--report", f"junit:{target}")
+    assert result.exit_code == ExitStatus.OK
+    assert ET.fromstring(target.read_text()).get("failures") == "0"
+    assert "failing" not in result.stderr  # nothing fails --fail-on none
+    assert "healthy parameters" in result.stdout  # the table, on stdout
+
+
+@pytest.mark.parametrize("value", ["junit", "pdf:out.pdf", "junit:", ":out.xml"])
+def test_a_bad_report_option_is_a_usage_error(logs: Path, value: str) -> None:
+    result = invoke("analyze", str(logs), "--report", value)
+    assert result.exit_code == ExitStatus.INPUT_ERROR
+    assert result.stdout == ""
+    assert "expected FORMAT:FILE" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_an_unwritable_report_is_an_output_error(logs: Path, tmp_path: Path) -> None:
+    target = tmp_path / "missing" / "report.xml"
+    result = invoke("analyze", str(logs), "--report", f"junit:{target}")
+    assert result.exit_code == ExitStatus.INPUT_ERROR
+    assert f"cannot write {target}" in result.stderr
+
+
+def test_failing_run_lines_cannot_drive_the_terminal(logs: Path, tmp_path: Path) -> None:
+    """The stderr line per failing run quotes run and parameter names: shown escaped."""
+    hostile = tmp_path / "run\x1b[2J"
+    shutil.copytree(logs / "exploding", hostile)
+    result = invoke("analyze", str(hostile), "--report", f"json:{tmp_path / 'r.json'}")
+    (line,) = [x for x in result.stderr.splitlines() if "failing --fail-on" in x]
+    assert "run\\x1b[2J: " in line and "\x1b" not in line
+
+
+def test_ci_formats_say_what_a_run_leaves_unjudged() -> None:
+    from dataclasses import replace
+
+    from tests.handmade import clean_report
+
+    healthy = clean_report().runs[0]
+    partial = replace(healthy, notes=("no gradient was logged: vanishing cannot be judged",))
+    scalars = replace(healthy, run="runs/scalars", layers=(), holds="only scalars: loss")
+    report = replace(clean_report(), runs=(partial, scalars))
+    root = ET.fromstring(JunitFormatter().format(report))
+    first, second = root.findall("testsuite")
+    assert first.findtext("system-out") == "no gradient was logged: vanishing cannot be judged"
+    skipped = second.find("testcase/skipped")
+    assert skipped is not None and skipped.get("message") == "nothing to judge: only scalars: loss"
+    commands = [parse_command(line) for line in GithubFormatter().format(report).splitlines()]
+    assert ("notice", "no gradient was logged: vanishing cannot be judged") in [
+        (name, message) for name, _, message in commands
+    ]
+    assert ("warning", "nothing to judge: only scalars: loss") in [
+        (name, message) for name, _, message in commands
+    ]

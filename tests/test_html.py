@@ -1,0 +1,149 @@
+"""The HTML format: the document (golden, with plotly's bundle and chart data left out), its
+charts as plotly figures, escaping, the install hint without plotly, and a real browser."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gradcheck._optional import MissingDependencyError
+from gradcheck.report.html import HtmlFormatter, escape
+from tests import browser
+from tests.handmade import HOSTILE_RUN, hostile_report, sample_report
+from tests.test_formats import check_golden
+
+plotly = pytest.importorskip("plotly")
+from gradcheck.report import html_charts  # noqa: E402 - needs plotly
+
+CHART_SCRIPT = re.compile(r"<script[^>]*>\s*window\.PLOTLYENV.*?</script>", re.S)
+URL_ATTRIBUTE = re.compile(r"""\b(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", re.I)
+
+
+def without_plotly(text: str) -> str:
+    """The document with plotly.js and each chart's data replaced by placeholders."""
+    bundle = plotly.offline.get_plotlyjs()
+    assert text.count(bundle) == 1  # inlined, once
+    text = text.replace(bundle, "/* plotly.js */")
+    return CHART_SCRIPT.sub("<script>/* chart */</script>", text)
+
+
+def test_html_golden() -> None:
+    check_golden("report.html", without_plotly(HtmlFormatter().format(sample_report())))
+
+
+def test_html_is_self_contained() -> None:
+    text = HtmlFormatter().format(sample_report())
+    assert len(text.encode()) < 6_000_000  # plotly.js (4.8 MB) once, plus the report
+    assert not URL_ATTRIBUTE.search(without_plotly(text))
+    # plotly's bundle names URLs (map tiles, MathJax) that only map and LaTeX charts load
+    assert not re.search(r"<(?:script|link|img|iframe)[^>]+(?:src|href)=", without_plotly(text))
+
+
+def test_html_lists_failing_runs_first_with_a_chart_per_finding() -> None:
+    text = HtmlFormatter().format(sample_report())
+    assert text.index("runs/troubled") < text.index("runs/healthy")
+    # the global norm, four findings and one depth profile (the healthy run has no gradients)
+    assert len(re.findall(r'<div id="chart-\d+"', text)) == 6
+    assert text.count("<tr>") == 6 + 2 + 2  # a heading row per run and every parameter
+
+
+def test_finding_chart_marks_thresholds_onset_and_nonfinite_steps() -> None:
+    nan_layer, exploding = sample_report().runs[0].layers[:2]
+    figure = html_charts.finding_figure(exploding, str)
+    assert figure is not None and figure["layout"]["yaxis"]["type"] == "log"
+    levels = {t["name"]: t["y"] for t in figure["data"] if t["name"] != "gradient L2 norm"}
+    assert levels == {"early baseline": [1.0, 1.0], "threshold": [100.0, 100.0]}
+    assert [shape["x0"] for shape in figure["layout"]["shapes"]] == [12]  # the onset
+    nan_figure = html_charts.finding_figure(nan_layer, str)
+    assert nan_figure is not None
+    line, crosses = nan_figure["data"]
+    assert crosses["x"] == list(range(24, 32))  # every NaN step marked
+    assert line["y"][24:] == [None] * 8 and line["y"][0] == pytest.approx(0.1)
+    assert crosses["y"][0] == pytest.approx(2 * 0.1 * 10 ** (23 / 4))
+
+
+def test_finding_chart_puts_the_update_size_under_the_norm() -> None:
+    from dataclasses import replace
+
+    from tests.handmade import step_series
+
+    layer = sample_report().runs[0].layers[1]
+    update = step_series("weight norm change per step (relative)", (0.0, 0.0, 0.0, 1e-3))
+    figure = html_charts.finding_figure(replace(layer, update_series=update), str)
+    assert figure is not None
+    assert figure["data"][-1]["yaxis"] == "y2" and figure["data"][-1]["y"][-1] == 1e-3
+    assert figure["layout"]["yaxis2"]["type"] == "linear"  # mostly zeros: no log axis
+    assert figure["layout"]["xaxis"]["anchor"] == "y2"
+
+
+def test_profile_bins_each_gradient_norm_on_a_log_scale() -> None:
+    figure = html_charts.profile_figure(sample_report().runs[0], str)
+    assert figure is not None
+    (heatmap,) = figure["data"]
+    assert heatmap["y"][:2] == ["fc1.weight", "fc2.weight"]  # by depth
+    fc2 = np.array([np.nan if v is None else v for v in heatmap["z"][1]], dtype=float)
+    finite = fc2[np.isfinite(fc2)]
+    assert finite[0] == pytest.approx(0.0) and finite[-1] == pytest.approx(31 / 8)
+
+
+def test_html_escapes_hostile_names_in_markup_and_charts() -> None:
+    text = without_plotly(HtmlFormatter().format(hostile_report()))
+    assert "<script>console" not in text and "<img" not in text
+    assert "&lt;script&gt;console.log(&#x27;INJECTED&#x27;)&lt;/script&gt;" in text
+    assert "runs/&quot;&gt;&lt;img src=x onerror=" in text
+    figure = html_charts.profile_figure(hostile_report().runs[0], escape)
+    assert figure is not None and "<" not in "".join(figure["data"][0]["y"])
+
+
+def test_html_without_plotly_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "plotly", None)  # import plotly now raises ImportError
+    with pytest.raises(MissingDependencyError, match=r"pip install 'gradcheck\[html\]'"):
+        HtmlFormatter().format(sample_report())
+
+
+# --- in a browser ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["sample", "hostile"])
+def test_html_renders_in_chromium(name: str, tmp_path: Path) -> None:
+    browser.chromium()  # skips without one
+    report = sample_report() if name == "sample" else hostile_report()
+    page = tmp_path / f"{name}.html"
+    page.write_text(HtmlFormatter().format(report), encoding="utf-8")
+    charts = page.read_text(encoding="utf-8").count("Plotly.newPlot(")
+    rendered = browser.render(page, tmp_path)
+    assert rendered.console == []  # no error, no uncaught exception, and no injected script
+    assert charts >= 2
+    assert rendered.dom.count('class="plot-container plotly"') == charts
+    assert rendered.dom.count('class="main-svg"') >= charts  # each chart drew its SVG
+    assert "INJECTED" not in rendered.console and "<img src=" not in rendered.dom
+    if name == "hostile":
+        assert HOSTILE_RUN not in rendered.dom  # it is there as text, so serialised escaped
+        assert "console.log('INJECTED')" in rendered.dom.replace("&lt;", "<").replace("&gt;", ">")
+        assert "<script>console.log('INJECTED')" not in rendered.dom  # not an element
+    shot = browser.screenshot(page, tmp_path / f"{name}.png")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_the_browser_check_sees_console_errors(tmp_path: Path) -> None:
+    """The console check can fail: a page that logs an error and throws is caught."""
+    browser.chromium()
+    page = tmp_path / "broken.html"
+    page.write_text("<script>console.error('boom'); undefinedFunction();</script>")
+    console = browser.render(page, tmp_path).console
+    assert len(console) == 2 and '"boom"' in console[0] and "undefinedFunction" in console[1]
+
+
+def test_finding_chart_marks_each_flags_onset() -> None:
+    from dataclasses import replace
+
+    layer = replace(sample_report().runs[0].layers[0], onsets={"nan": 24, "exploding": 9})
+    figure = html_charts.finding_figure(layer, str)
+    assert figure is not None
+    assert [shape["x0"] for shape in figure["layout"]["shapes"]] == [24, 9]
+    texts = [note["text"] for note in figure["layout"]["annotations"]]
+    assert texts == ["nan from 24", "exploding from 9"]
