@@ -22,7 +22,16 @@ from typing import Any
 from gradcheck.errors import ConfigError
 from gradcheck.storage import file_kind
 
-FAIL_ON_CHOICES = ("nan", "exploding", "vanishing", "static", "overflow", "any", "none")
+FAIL_ON_CHOICES = (
+    "nan",
+    "exploding",
+    "vanishing",
+    "static",
+    "slow",
+    "overflow",
+    "any",
+    "none",
+)
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,26 @@ class Config:
     update/weight ratios (log10 in [-4, -1]). Tiny gradients that still move the weights this
     much (Adam normalises their scale away) and a falling loss are not vanishing."""
 
+    # --- slow ----------------------------------------------------------------------------
+    usual_update_ratio: float = 1e-3
+    """The usual size of one update relative to the weights' scale: CS231n's rule of thumb
+    (update/weight ratio about 1e-3; "if it is much lower the learning rate might be too
+    low"), the middle of TheDeepChecker's healthy band (log10 in [-4, -1]). The report states
+    each run's median against it; it decides nothing on its own."""
+    slow_update_ratio: float = 1e-5
+    """Weights that move (not static), but less than this fraction of their scale per optimizer
+    step (median over the logged steps) are slow: an order of magnitude below the low end of
+    TheDeepChecker's band (1e-4) and two below CS231n's 1e-3. The extra order is the margin
+    the measure needs: the distance between weight distributions is a lower bound of the
+    element-wise update (noise-driven updates that leave the distribution's shape unchanged
+    barely show in it). SageMaker Debugger's WeightUpdateRatio rule flags only below 1e-8, the
+    extreme: such weights are practically static. Where gradients and the learning rate are
+    logged, the SGD estimate ``lr * ||g|| / ||w||`` must be below this too."""
+    slow_run_share: float = 0.5
+    """The run-level line ("the whole model learns ... slower than usual") when more than this
+    share of the run's kernels (weights with a spread of their own: not biases, not BatchNorm)
+    is slow: a learning rate wrong for the whole model, not one frozen group."""
+
     # --- clipping --------------------------------------------------------------------------
     clip_pinned_tolerance: float = 1e-3
     """Steps within 0.1% of the maximum global norm are at the ceiling. ``clip_grad_norm_`` and
@@ -135,7 +164,8 @@ class Config:
     weight_pattern: str | None = None
     """Default for ``--weight-pattern``."""
     fail_on: str | None = None
-    """Default for ``--fail-on`` (comma list of nan, exploding, vanishing, static; any; none)."""
+    """Default for ``--fail-on`` (comma list of nan, exploding, vanishing, static, slow,
+    overflow; any; none)."""
 
     def __post_init__(self) -> None:
         _check_ranges(self)
@@ -191,6 +221,10 @@ RANGES: dict[str, Range] = {
     "static_movement": _POSITIVE,
     "others_moving": _POSITIVE,
     "normal_update_ratio": _POSITIVE,
+    "usual_update_ratio": _BELOW_ONE,
+    "slow_update_ratio": _BELOW_ONE,
+    "slow_total_movement": _POSITIVE,
+    "slow_run_share": _BELOW_ONE,
     "clip_pinned_tolerance": _BELOW_ONE,
     "clip_pinned_tolerance_estimated": _BELOW_ONE,
     "clip_pinned_share": _FRACTION,

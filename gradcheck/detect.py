@@ -44,12 +44,14 @@ from gradcheck.rules import (
     early_and_late,
     find_exploding,
     find_nan,
+    find_slow,
     find_static,
     find_vanishing,
     grad_to_weight,
     gradient_level,
     rank_nan,
 )
+from gradcheck.rules.slow import run_updates, sgd_ratio
 from gradcheck.series import RunData, ScalarSeries, join_renamed
 from gradcheck.signals import (
     Movement,
@@ -76,7 +78,7 @@ __all__ = ["DEFAULT_CONFIG", "analyze_run"]
 
 Rule = Callable[[Parameter, RunContext], "Finding | Excuse | None"]
 BLOW_UP_RULES: tuple[Rule, ...] = (find_nan, find_exploding)
-QUIET_RULES: tuple[Rule, ...] = (find_vanishing, find_static)
+QUIET_RULES: tuple[Rule, ...] = (find_vanishing, find_static, find_slow)
 
 
 def analyze_run(
@@ -109,12 +111,15 @@ def analyze_run(
         if parameter.name == GLOBAL_NORM_ROW:
             continue  # a global norm has no weights and no depth: nan and exploding only
         found, excused = _outcomes(parameter, healthy_context, QUIET_RULES)
-        findings[parameter.name] += found
+        found = _without_slow(findings[parameter.name] + found, excused)
+        findings[parameter.name] = found
         notes[parameter.name] += excused
     context = dataclasses.replace(context, movements=healthy_context.movements)
     layers = [_layer_result(p, findings[p.name], notes[p.name], context) for p in parameters]
     layers.sort(key=lambda layer: (-layer.severity, layer.depth))
     counts: dict[str, int] = {v: sum(layer.verdict == v for layer in layers) for v in VERDICTS}
+    slow = {layer.name for layer in layers if "slow" in layer.flags}
+    updates, whole_model = run_updates(healthy, healthy_context, slow)
     return RunReport(
         run=data.run,
         files=data.files,
@@ -126,7 +131,8 @@ def analyze_run(
         counts=counts,
         gradients=gradients,
         holds="" if parameters else holdings(data, roles),
-        notes=coverage_notes(parameters, gradients),
+        notes=coverage_notes(parameters, gradients) + ((whole_model,) if whole_model else ()),
+        updates=updates,
     )
 
 
@@ -143,6 +149,16 @@ def _outcomes(
         elif isinstance(outcome, Excuse):
             excused.append(f"not {outcome.verdict}: {outcome.reason}")
     return found, excused
+
+
+def _without_slow(found: list[Finding], excused: list[str]) -> list[Finding]:
+    """``found`` without its slow finding when another finding explains the small updates (a
+    vanishing gradient, a NaN, a blow-up): the reason goes to ``excused``."""
+    others = [f.verdict for f in found if f.verdict != "slow"]
+    if not others or len(others) == len(found):
+        return found
+    excused.append(f"not slow: its weights move little per update, which {others[0]} explains")
+    return [f for f in found if f.verdict != "slow"]
 
 
 def _gradient_coverage(parameters: list[Parameter], norms: list[GlobalNorm]) -> GradientCoverage:
@@ -277,6 +293,7 @@ def run_context(
     finite_early = [level for level in early_levels if math.isfinite(level)]
     loss = _loss_before(training_loss(data), before_step)
     scale = loss_scale(data)
+    rate = learning_rate(data)
     movements = _movements(parameters)
     ceilings = [c for g in norms if (c := pinned_ceiling(g.values, config, g.exact)) is not None]
     return RunContext(
@@ -309,6 +326,9 @@ def run_context(
         norm_levels=norm_levels,
         loss_scale_tag=scale.tag if scale is not None else None,
         loss_scale_drops=_drops(scale),
+        lr_tag=rate.tag if rate is not None else None,
+        lr_steps=rate.steps if rate is not None else np.empty(0, dtype=np.int64),
+        lr_values=rate.values if rate is not None else np.empty(0),
     )
 
 
@@ -339,6 +359,17 @@ def loss_scale(data: RunData) -> ScalarSeries | None:
         if role is not None and role.kind == "loss_scale" and len(series):
             return series
     return None
+
+
+def learning_rate(data: RunData) -> ScalarSeries | None:
+    """The optimizer's learning rate, when logged (the longest such series: Lightning logs one
+    per parameter group, ``lr-SGD/pg1``, ``lr-SGD/pg2``)."""
+    rates = [
+        s
+        for s in data.scalars.values()
+        if (r := scalar_role(s.tag)) and r.kind == "learning_rate" and len(s)
+    ]
+    return max(rates, key=len, default=None)
 
 
 def _drops(series: ScalarSeries | None) -> np.ndarray:
@@ -508,7 +539,11 @@ def _numbers(parameter: Parameter, context: RunContext) -> dict[str, float | int
                 weight_norm_change=move.norm_change,
                 weight_update_median=move.step_update,
                 weight_bit_identical=int(move.bit_identical),
+                update_ratio_median=move.update_ratio,
             )
+        sgd = sgd_ratio(parameter, context)
+        if sgd is not None:
+            numbers["update_ratio_sgd_median"] = sgd
     return numbers
 
 

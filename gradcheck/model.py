@@ -140,9 +140,18 @@ class Run:
 # Report: what detection produces and the formatters render.
 # --------------------------------------------------------------------------------------------
 
-Verdict = Literal["nan", "exploding", "vanishing", "static", "overflow", "ok"]
-VERDICTS: tuple[Verdict, ...] = ("nan", "exploding", "vanishing", "static", "overflow", "ok")
-"""Most severe first. ``overflow``: a few gradient steps non-finite under dynamic loss scaling,
+Verdict = Literal["nan", "exploding", "vanishing", "static", "slow", "overflow", "ok"]
+VERDICTS: tuple[Verdict, ...] = (
+    "nan",
+    "exploding",
+    "vanishing",
+    "static",
+    "slow",
+    "overflow",
+    "ok",
+)
+"""Most severe first. ``slow``: weights that move, but orders of magnitude less per update than
+healthy training's (a learning rate far too small). ``overflow``: a few gradient steps non-finite under dynamic loss scaling,
 skipped by the optimizer (mixed precision), the run otherwise finite."""
 
 GLOBAL_NORM_ROW = "(global gradient norm)"
@@ -253,7 +262,12 @@ class RunReport:
     """What the run's log holds when it has nothing to judge (``only scalars: loss, accuracy``);
     empty for a run with parameters."""
     notes: tuple[str, ...] = ()
-    """What could not be judged from this run, one line each (no gradients logged...)."""
+    """What could not be judged from this run, one line each (no gradients logged...), and
+    what holds for the run as a whole (the whole model learns far slower than usual)."""
+    updates: str = ""
+    """How far the run's kernels moved per update, in words ("Kernels moved a median 2e-3 of
+    their scale per update (usual: ~1e-3); slowest conv1/kernel 1e-7"); empty when no kernel's
+    movement could be measured."""
 
     @property
     def judgeable(self) -> bool:

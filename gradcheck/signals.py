@@ -233,6 +233,11 @@ class Movement:
     scale: float  # the spread used
     scale_source: str  # "own spread", "own magnitude", "the run's typical weight spread"
     extremes_change: float = 0.0  # largest move of the minimum or maximum / scale
+    update_ratio: float = 0.0
+    """Median over consecutive logged steps of their Wasserstein-1 distance divided by the
+    number of steps between them, / scale: the move per optimizer step (per epoch where the
+    writer counts epochs, as Keras' TensorBoard callback does). A lower bound of the element-wise
+    update: weights that trade places leave the distribution as it was."""
 
     @property
     def largest(self) -> float:
@@ -281,6 +286,7 @@ def movement(weight: WeightSignal, run_spread: float) -> Movement | None:
     # distances' sums run in that order (numpy's and the C kernel's, see _grids_for_c)
     from_first = wasserstein_from_quantiles(grids, grids[0])
     updates = wasserstein_from_quantiles(grids[1:], grids[:-1])
+    gaps = np.diff(used(weight.steps)).astype(np.float64)
     norms = used(weight.norm)
     norm_scale = max(abs(float(norms[0])), scale * np.sqrt(max(weight.count, 1.0)))
     extremes = max(  # of the minimum and of the maximum
@@ -294,7 +300,25 @@ def movement(weight: WeightSignal, run_spread: float) -> Movement | None:
         scale=scale,
         scale_source=source,
         extremes_change=float(extremes / scale),
+        update_ratio=median(updates / np.maximum(gaps, 1.0)) / scale,
     )
+
+
+def sgd_update_ratio(
+    gradient: GradientSignal, weight: WeightSignal, lr_steps: np.ndarray, lr_values: np.ndarray
+) -> np.ndarray:
+    """``lr * ||g|| / ||w||`` at the steps both the gradient and the weights were logged (the
+    learning rate last logged at or before each, else its first value): the relative size of a
+    plain SGD update, the number CS231n's rule of thumb (about 1e-3) is stated in. Momentum
+    makes the real update up to 1/(1 - momentum) larger; Adam normalises the gradient away."""
+    steps, in_gradient, in_weight = common_steps(gradient.steps, weight.steps)
+    if not steps.size or not lr_steps.size:
+        return np.empty(0)
+    position = np.clip(np.searchsorted(lr_steps, steps, side="right") - 1, 0, None)
+    norm = weight.norm[in_weight]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = lr_values[position] * gradient.norm[in_gradient] / norm
+    return ratio[np.isfinite(ratio)]
 
 
 def run_weight_spread(parameters: list[Parameter]) -> float:

@@ -187,6 +187,7 @@ ScalarKind = Literal[
     "global_grad_norm",  # norm of all gradients together
     "global_grad_nonfinite",  # number of NaN/Inf elements in all gradients
     "loss_scale",  # the dynamic loss scale of mixed-precision training (GradScaler)
+    "learning_rate",  # the optimizer's learning rate (Keras, Lightning LearningRateMonitor, HF)
     "loss",
 ]
 
@@ -241,6 +242,11 @@ _LOSS_SCALE = re.compile(
     re.IGNORECASE,
 )
 _LOSS = re.compile(r"loss", re.IGNORECASE)
+# Keras ``epoch_learning_rate`` / ``learning_rate``, HF Trainer ``train/learning_rate``,
+# Lightning's LearningRateMonitor ``lr-Adam``, ``lr-SGD/pg1``, hand-written ``lr``.
+_LEARNING_RATE = re.compile(
+    r"(?:^|/)(?:(?:epoch|batch)_)?(?:learning[-_ ]?rate|lr)(?:$|[-/](?!.*(?:loss|momentum|decay)))", re.IGNORECASE
+)
 
 
 def scalar_role(tag: str) -> ScalarRole | None:
@@ -268,6 +274,8 @@ def scalar_role(tag: str) -> ScalarRole | None:
         return ScalarRole("global_grad_norm")
     if _LOSS_SCALE.search(tag):
         return ScalarRole("loss_scale")
+    if _LEARNING_RATE.search(tag):
+        return ScalarRole("learning_rate")
     if _LOSS.search(tag):
         return ScalarRole("loss")
     return None

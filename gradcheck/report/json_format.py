@@ -55,6 +55,7 @@ def run_document(run: RunReport) -> dict[str, Any]:
         "gradients": run.gradients,
         "holds": run.holds or None,
         "notes": list(run.notes),
+        "updates": run.updates or None,
         "clipping": None if run.clipping is None else clipping_document(run.clipping),
         "layers": [layer_document(layer) for layer in layers],
     }

@@ -23,6 +23,7 @@ MARKS = {
     "exploding": "🟥",
     "vanishing": "🟨",
     "static": "🟪",
+    "slow": "🟫",
     "overflow": "🟦",
     "ok": "🟩",
 }
@@ -43,6 +44,8 @@ class MarkdownFormatter(Formatter):
     def _run_lines(self, run: RunReport) -> list[str]:
         selection = select_layers(run, self.options.top, self.options.show_all)
         lines = [f"### {markdown_code(run.run)}", "", markdown_text(run_summary(run)), ""]
+        if run.updates:
+            lines += [markdown_text(run.updates) + ".", ""]
         lines += [f"> {markdown_text(note)}" for note in run.notes]
         if run.notes:
             lines.append("")

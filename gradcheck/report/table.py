@@ -39,6 +39,7 @@ VERDICT_STYLES = {
     "exploding": "red",
     "vanishing": "yellow",
     "static": "magenta",
+    "slow": "blue",
     "overflow": "cyan",
     "ok": "green",
 }
@@ -136,11 +137,12 @@ def console_text(console: Console) -> str:
 
 
 def _run_summary(run: RunReport, verdict_line: str) -> list[str]:
-    """``2 files · steps 0–199 · pytorch`` and ``1 nan · 4 ok``."""
+    """``2 files · steps 0–199 · pytorch``, ``1 nan · 4 ok``, the kernels' update size."""
     parts = [plural(len(run.files), "file"), f"steps {format_steps(run.steps)}"]
     if run.writers:
         parts.append(", ".join(run.writers))
-    return [" · ".join(parts), verdict_line, *run.notes]
+    updates = [run.updates] if run.updates else []
+    return [" · ".join(parts), verdict_line, *updates, *run.notes]
 
 
 def _warning_lines(run: RunReport) -> list[str]:

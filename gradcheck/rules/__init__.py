@@ -3,6 +3,7 @@
 from gradcheck.rules.base import Excuse, Finding, RunContext, early_and_late, gradient_level
 from gradcheck.rules.exploding import align_layer_onsets, find_exploding, grad_to_weight
 from gradcheck.rules.nan import find_nan, rank_nan
+from gradcheck.rules.slow import find_slow
 from gradcheck.rules.static import find_static
 from gradcheck.rules.vanishing import find_vanishing
 
@@ -14,6 +15,7 @@ __all__ = [
     "early_and_late",
     "find_exploding",
     "find_nan",
+    "find_slow",
     "find_static",
     "find_vanishing",
     "grad_to_weight",

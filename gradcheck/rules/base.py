@@ -23,6 +23,7 @@ BASE_SEVERITY: Mapping[Verdict, float] = {
     "exploding": 3.0,
     "vanishing": 2.0,
     "static": 1.0,
+    "slow": 0.75,
     "overflow": 0.5,
     "ok": 0.0,
 }
@@ -86,6 +87,10 @@ class RunContext:
     loss_scale_tag: str | None = None
     loss_scale_drops: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     """Steps at which the logged dynamic loss scale (GradScaler) went down: skipped updates."""
+    lr_tag: str | None = None
+    lr_steps: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    lr_values: np.ndarray = field(default_factory=lambda: np.empty(0))
+    """The logged learning rate (empty without one)."""
 
 
 def severity(verdict: Verdict, excess: float) -> float:
