@@ -286,7 +286,7 @@ def cli() -> None:
     show_default=DEFAULT_FAIL_ON,
     metavar="LIST",
     help="Verdicts that make the exit status 1: comma list of nan, exploding, vanishing, "
-    "static, overflow; or any; or none.",
+    "static, slow, overflow; or any; or none.",
 )
 @click.option(
     "--top",
@@ -325,7 +325,7 @@ def analyze(
 ) -> ExitStatus:
     """Judge every parameter of the runs under PATH... (event files or directories).
 
-    Verdicts: nan, exploding, vanishing, static, overflow, ok; worst first, with the
+    Verdicts: nan, exploding, vanishing, static, slow, overflow, ok; worst first, with the
     numbers behind each.
     """
     from gradcheck.pipeline import analyze as run_analysis

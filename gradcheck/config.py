@@ -126,6 +126,13 @@ class Config:
     barely show in it). SageMaker Debugger's WeightUpdateRatio rule flags only below 1e-8, the
     extreme: such weights are practically static. Where gradients and the learning rate are
     logged, the SGD estimate ``lr * ||g|| / ||w||`` must be below this too."""
+    slow_total_movement: float = 1e-3
+    """... and only while the weights moved less than this over the whole run (their largest
+    distance from the first logged step, relative to their scale): less than one usual update
+    (CS231n's 1e-3) in all. The per-step figure divides a distance by the steps between two
+    logs, and noisy updates largely cancel in the distribution over many steps (a tutorial
+    logging every 50 steps moved 0.2 of its spread in all, yet 5e-6 per step); weights that
+    went that far are learning, whatever the per-step figure says."""
     slow_run_share: float = 0.5
     """The run-level line ("the whole model learns ... slower than usual") when more than this
     share of the run's kernels (weights with a spread of their own: not biases, not BatchNorm)

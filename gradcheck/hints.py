@@ -129,6 +129,13 @@ STATIC_PLAIN = (
     "Weights never updated: a frozen layer (trainable=False, requires_grad=False), a parameter "
     "missing from the optimizer, or no gradient reaching it. Frozen on purpose?"
 )
+STATIC_FLOAT32 = (
+    "Updates too small to move the weights: the learning rate ({rate}) times the gradient is "
+    "below float32 resolution of these weights (every step rounds away) or a tiny fraction of "
+    "their scale. Raise the learning "
+    "rate (by orders of magnitude), check the scheduler has not decayed it to about zero, and "
+    "keep weights in float32 under mixed precision."
+)
 STATIC_NO_GRADIENTS = (
     " Gradients were not logged: log them (gradcheck.keras / gradcheck.torch helpers) to tell a "
     "frozen layer from vanishing gradients."

@@ -151,8 +151,9 @@ VERDICTS: tuple[Verdict, ...] = (
     "ok",
 )
 """Most severe first. ``slow``: weights that move, but orders of magnitude less per update than
-healthy training's (a learning rate far too small). ``overflow``: a few gradient steps non-finite under dynamic loss scaling,
-skipped by the optimizer (mixed precision), the run otherwise finite."""
+healthy training's (a learning rate far too small). ``overflow``: a few gradient steps
+non-finite under dynamic loss scaling, skipped by the optimizer (mixed precision), the run
+otherwise finite."""
 
 GLOBAL_NORM_ROW = "(global gradient norm)"
 """The name of the run-level row judged from a global gradient norm scalar, for a run that logs

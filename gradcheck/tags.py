@@ -245,7 +245,8 @@ _LOSS = re.compile(r"loss", re.IGNORECASE)
 # Keras ``epoch_learning_rate`` / ``learning_rate``, HF Trainer ``train/learning_rate``,
 # Lightning's LearningRateMonitor ``lr-Adam``, ``lr-SGD/pg1``, hand-written ``lr``.
 _LEARNING_RATE = re.compile(
-    r"(?:^|/)(?:(?:epoch|batch)_)?(?:learning[-_ ]?rate|lr)(?:$|[-/](?!.*(?:loss|momentum|decay)))", re.IGNORECASE
+    r"(?:^|/)(?:(?:epoch|batch)_)?(?:learning[-_ ]?rate|lr)(?:$|[-/](?!.*(?:loss|momentum|decay)))",
+    re.IGNORECASE,
 )
 
 

@@ -145,7 +145,12 @@ def test_empty_user_patterns_mean_builtin_rules() -> None:
         ("Loss/train", ScalarRole("loss")),
         ("3. TimeGAN training - GAN/1. Unsupervised loss", ScalarRole("loss")),
         ("epoch_accuracy", None),
-        ("train/learning_rate", None),
+        ("train/learning_rate", ScalarRole("learning_rate")),
+        ("epoch_learning_rate", ScalarRole("learning_rate")),
+        ("lr-SGD/pg1", ScalarRole("learning_rate")),
+        ("lr-Adam", ScalarRole("learning_rate")),
+        ("lr-Adam-momentum", None),
+        ("lr_scale", None),
     ],
 )
 def test_scalar_roles(tag: str, role: ScalarRole | None) -> None:

@@ -54,13 +54,14 @@ def judged(parameter: Parameter, context: RunContext) -> bool:
 
 
 def find_slow(parameter: Parameter, context: RunContext) -> Finding | Excuse | None:
-    """Weights that move less than ``slow_update_ratio`` of their scale per optimizer step, and
-    (where gradients and the learning rate are logged) whose SGD estimate is as small."""
+    """Weights that move less than ``slow_update_ratio`` of their scale per optimizer step and
+    less than ``slow_total_movement`` in all, and (where gradients and the learning rate are
+    logged) whose SGD estimate is as small."""
     if not judged(parameter, context):
         return None
     move = context.movements[parameter.name]
     threshold = context.config.slow_update_ratio
-    if not move.update_ratio < threshold:
+    if not (move.update_ratio < threshold and move.largest < context.config.slow_total_movement):
         return None
     if parameter.gradient is not None and not gradient_is_clear(parameter, context):
         return Excuse(
@@ -82,7 +83,8 @@ def find_slow(parameter: Parameter, context: RunContext) -> Finding | Excuse | N
     estimate = f"; SGD estimate lr*|g|/|w| {fmt(sgd)} ({context.lr_tag})" if sgd is not None else ""
     evidence = (
         f"weights moved a median {fmt(move.update_ratio)} of their {_scale_word(move.scale_source)}"
-        f" per optimizer step (distribution distance, a lower bound of the update){estimate}: "
+        f" per optimizer step (distribution distance, a lower bound of the update; "
+        f"{fmt(move.largest)} over the whole run){estimate}: "
         f"below the {fmt(threshold)} threshold, about {orders(usual / move.update_ratio)} "
         f"less than the usual ~{fmt(usual)} (CS231n)"
     )

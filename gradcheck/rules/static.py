@@ -55,17 +55,19 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | Excuse |
     else:
         reference = ", as every other weight of the run (is the optimizer step ever taken?)"
     kind = hints.parameter_kind(parameter.name)
-    evidence = (
-        f"{what} (threshold {fmt(threshold)}){reference}{_gradient_note(parameter, context)}"
-        f"{_bn_note(parameter, kind, context)}"
-    )
+    evidence = f"{what} (threshold {fmt(threshold)}){reference}{_gradient_note(parameter, context)}"
+    rounded = tiny_updates(parameter, context) and kind != "bn_moving"
+    if not rounded:
+        evidence += _bn_note(parameter, kind, context)
     excess = threshold / max(moved, 1e-12)
     return Finding(
         "static",
         severity("static", excess) if not move.bit_identical else BASE_SEVERITY["static"] + 0.99,
         int(weight.steps[0]),
         evidence,
-        hints.static_hint(kind, _gradient_logging(parameter, context)),
+        hints.STATIC_FLOAT32.format(rate=fmt(_learning_rate(context) or 0.0))
+        if rounded
+        else hints.static_hint(kind, _gradient_logging(parameter, context)),
         {"weight_movement": moved},
     )
 
@@ -135,6 +137,21 @@ def _gradient_note(parameter: Parameter, context: RunContext) -> str:
     grad_rms = gradient.level
     weight = parameter.weight
     weight_rms = nanmedian(weight.rms) if weight is not None else float("nan")
+    rate = _learning_rate(context)
+    if rate is not None and rate * grad_rms < FLOAT32_RESOLUTION * weight_rms:
+        return (
+            f"; its updates (learning rate {fmt(rate)} from {context.lr_tag} x gradient RMS "
+            f"{fmt(grad_rms)} = {fmt(rate * grad_rms)}) are below float32 resolution of its "
+            f"weights (RMS {fmt(weight_rms)}): they round away, the learning rate is far too small"
+        )
+    if rate is not None and tiny_updates(parameter, context):
+        update = rate * grad_rms
+        scale = context.movements[parameter.name].scale
+        return (
+            f"; its updates (learning rate {fmt(rate)} from {context.lr_tag} x gradient RMS "
+            f"{fmt(grad_rms)} = {fmt(update)}) are {fmt(update / scale)} of its scale per step: "
+            "too small to move it, the learning rate is far too small"
+        )
     if grad_rms < FLOAT32_RESOLUTION * weight_rms:
         return (
             f"; its gradient (RMS {fmt(grad_rms)}) is below float32 resolution of its weights "
@@ -145,6 +162,34 @@ def _gradient_note(parameter: Parameter, context: RunContext) -> str:
         f"; its gradient is not zero (median L2 norm {fmt(median)}), so the optimizer does not "
         "update it (left out of the optimizer, or a zero learning rate)"
     )
+
+
+def _learning_rate(context: RunContext) -> float | None:
+    """The run's median logged learning rate (None when not logged)."""
+    finite = context.lr_values[np.isfinite(context.lr_values)]
+    return nanmedian(finite) if finite.size else None
+
+
+def below_resolution(parameter: Parameter, context: RunContext) -> bool:
+    """Whether a logged learning rate times the parameter's gradient is below float32
+    resolution of its weights: SGD updates round away (plain SGD; momentum adds at most 10x)."""
+    rate = _learning_rate(context)
+    gradient, weight = parameter.gradient, parameter.weight
+    if rate is None or gradient is None or weight is None or not np.isfinite(weight.rms).any():
+        return False
+    return bool(rate * gradient.level < FLOAT32_RESOLUTION * nanmedian(weight.rms))
+
+
+def tiny_updates(parameter: Parameter, context: RunContext) -> bool:
+    """Whether a logged learning rate times the gradient is below float32 resolution of the
+    weights, or below ``slow_update_ratio`` of their scale (a zero-initialised bias): SGD
+    updates that cannot move the weights measurably."""
+    rate = _learning_rate(context)
+    move = context.movements.get(parameter.name)
+    if rate is None or parameter.gradient is None or move is None:
+        return False
+    small = rate * parameter.gradient.level < context.config.slow_update_ratio * move.scale
+    return small or below_resolution(parameter, context)
 
 
 def _bn_note(parameter: Parameter, kind: hints.ParameterKind, context: RunContext) -> str:
