@@ -26,6 +26,7 @@ from gradcheck.status import ExitStatus
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 TRANSCRIPT_COMMAND = "gradcheck analyze sample_runs/"
+SLOW_COMMAND = "gradcheck analyze sample_slow/"
 COMPARE_COMMAND = "gradcheck compare sample_pairs/summed_loss/fit sample_pairs/summed_loss/loop"
 
 
@@ -81,6 +82,14 @@ def test_readme_compare_transcript_is_the_real_output(monkeypatch: pytest.Monkey
     assert status == ExitStatus.OK
     assert "a loss summed instead of averaged over a batch of 32?" in output
     check_block("<!-- compare-transcript:", [f"$ {COMPARE_COMMAND}", *normalise(output)])
+
+
+def test_readme_slow_transcript_is_the_real_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    status, output = run_gradcheck(*SLOW_COMMAND.split()[1:])
+    assert status == ExitStatus.OK  # slow is not in the default --fail-on
+    assert "the whole model learns about 1,000x slower than usual" in output
+    check_block("<!-- slow-transcript:", [f"$ {SLOW_COMMAND}", *normalise(output)])
 
 
 def test_readme_help_excerpt_is_the_real_help() -> None:
