@@ -22,6 +22,7 @@ from gradcheck.model import (
     RunReport,
     ScalarRecord,
 )
+from gradcheck.rules.slow import SLOW
 from gradcheck.series import reduce_records
 from gradcheck.tags import TagRules
 from tests.histograms import tf2_buckets, torch_proto
@@ -522,3 +523,75 @@ def test_chart_series_keeps_every_window_extreme_and_every_nonfinite_step() -> N
     assert np.array_equal(series.nonfinite_steps, np.arange(9_000, 9_100))
     short = chart_series("norm", steps[:100], values[:100], bad[:0])
     assert np.array_equal(short.steps, steps[:100])  # a short series is kept whole
+
+
+# --------------------------------------------------------------------------------------------
+# slow
+# --------------------------------------------------------------------------------------------
+
+
+def growing(rate: float, seed: int = 5, size: int = 4096) -> Values:
+    """Weights whose every element grows by ``rate`` of itself per step: the distribution
+    widens by that much, a move of about 0.8 * rate of its spread per step."""
+    start = np.random.default_rng(seed).normal(0.0, 0.1, size=size)
+    return lambda step: start * (1 + rate * step)
+
+
+def creeping_and_walking(rate: float) -> dict[str, Values]:
+    return {
+        "fc0.weight": growing(rate),
+        "fc0.weight/grad": gaussian(0.02, seed=3),
+        "fc1.weight": walking(seed=11),
+        "fc1.weight/grad": gaussian(0.03, seed=4),
+    }
+
+
+def test_weights_creeping_orders_below_the_usual_update_are_slow() -> None:
+    report = analyze(creeping_and_walking(3e-6))
+    creeping = layer(report, "fc0.weight")
+    assert creeping.flags == ("slow",) and creeping.first_bad_step is None
+    assert creeping.stats["update_ratio_median"] < 1e-5  # a lower bound of 0.8 * 3e-6
+    assert "below the 1.00e-05 threshold" in creeping.evidence
+    assert creeping.hint == SLOW
+    assert layer(report, "fc1.weight").verdict == "ok"
+    assert report.updates.endswith("; slowest fc0.weight 1e-7")
+    assert not [note for note in report.notes if "whole model" in note]  # 1 of 2 kernels
+
+
+def test_weights_moving_the_usual_amount_are_not_slow() -> None:
+    report = analyze(creeping_and_walking(1e-3))
+    assert layer(report, "fc0.weight").verdict == "ok"
+    assert layer(report, "fc0.weight").stats["update_ratio_median"] == pytest.approx(8e-4, rel=0.2)
+
+
+def test_a_large_sgd_estimate_excuses_a_small_distribution_distance() -> None:
+    # lr 1: lr * |g| / |w| is ~5e-2 per step, so the tiny distance is the lower bound's doing
+    report = analyze(creeping_and_walking(3e-6), scalars={"lr-SGD": lambda step: 1.0})
+    creeping = layer(report, "fc0.weight")
+    assert creeping.verdict == "ok"
+    assert creeping.stats["update_ratio_sgd_median"] == pytest.approx(0.05, rel=0.1)
+    assert any(note.startswith("not slow:") and "SGD estimate" in note for note in creeping.notes)
+    slow = layer(analyze(creeping_and_walking(3e-6), scalars={"lr": lambda s: 1e-4}), "fc0.weight")
+    assert slow.verdict == "slow" and "SGD estimate lr*|g|/|w| 5.05e-06 (lr)" in slow.evidence
+
+
+def test_most_kernels_slow_give_the_run_line_and_moving_statistics_never_are_slow() -> None:
+    series = {
+        "fc0.weight": growing(3e-6, seed=5),
+        "fc1.weight": growing(3e-6, seed=6),
+        "bn.running_mean": growing(3e-6, seed=7),
+        "fc2.weight": walking(seed=12),
+    }
+    report = analyze(series)
+    assert [layer(report, f"fc{i}.weight").verdict for i in range(3)] == ["slow", "slow", "ok"]
+    assert layer(report, "bn.running_mean").verdict == "ok"
+    (line,) = [note for note in report.notes if "whole model" in note]
+    assert line.startswith("the whole model learns about") and "2 of 3 kernels" in line
+
+
+def test_a_slow_kernel_with_a_tiny_gradient_is_the_gradient_s_doing_not_slow() -> None:
+    series = creeping_and_walking(3e-6)
+    series["fc0.weight/grad"] = gaussian(1e-6, seed=3)  # far below fc1's 0.03
+    creeping = layer(analyze(series), "fc0.weight")
+    assert "slow" not in creeping.flags
+    assert any("not slow" in note for note in creeping.notes)
