@@ -20,18 +20,10 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from gradcheck.errors import ConfigError
+from gradcheck.model import VERDICTS
 from gradcheck.storage import file_kind
 
-FAIL_ON_CHOICES = (
-    "nan",
-    "exploding",
-    "vanishing",
-    "static",
-    "slow",
-    "overflow",
-    "any",
-    "none",
-)
+FAIL_ON_CHOICES = (*(verdict for verdict in VERDICTS if verdict != "ok"), "any", "none")
 
 
 @dataclass(frozen=True)

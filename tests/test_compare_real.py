@@ -7,12 +7,9 @@ fit's: every pair also tests name matching."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from click.testing import CliRunner
@@ -25,22 +22,12 @@ from gradcheck import cli  # noqa: E402
 from gradcheck.report.interface import Env  # noqa: E402
 from gradcheck.stats import median  # noqa: E402
 from gradcheck.status import ExitStatus  # noqa: E402
+from tests.scripts import load_script  # noqa: E402
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[1]
 
 
-def _script() -> ModuleType:
-    path = REPO / "scripts" / "compare_pairs.py"
-    spec = importlib.util.spec_from_file_location("compare_pairs", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["compare_pairs"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-PAIRS = _script()
+PAIRS = load_script("compare_pairs")
 
 
 @pytest.fixture(scope="session")

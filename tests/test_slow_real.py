@@ -7,12 +7,9 @@ the weights bit-identical: static, with a hint that names the learning rate."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -22,23 +19,14 @@ pytest.importorskip("tensorflow")
 
 from gradcheck.model import RunReport  # noqa: E402
 from gradcheck.pipeline import analyze  # noqa: E402
+from tests.scripts import load_script  # noqa: E402
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path("/work/shared/corpus/runs")
 
 
-def _script() -> ModuleType:
-    path = REPO / "scripts" / "slow_pairs.py"
-    spec = importlib.util.spec_from_file_location("slow_pairs", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["slow_pairs"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-RUNS = _script()
+RUNS = load_script("slow_pairs")
 KERNELS = ("conv1/kernel", "conv2/kernel", "head/kernel")
 
 
