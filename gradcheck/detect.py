@@ -329,6 +329,7 @@ def run_context(
         lr_tag=rate.tag if rate is not None else None,
         lr_steps=rate.steps if rate is not None else np.empty(0, dtype=np.int64),
         lr_values=rate.values if rate is not None else np.empty(0),
+        steps_are_epochs=_steps_are_epochs(data, parameters),
     )
 
 
@@ -359,6 +360,16 @@ def loss_scale(data: RunData) -> ScalarSeries | None:
         if role is not None and role.kind == "loss_scale" and len(series):
             return series
     return None
+
+
+def _steps_are_epochs(data: RunData, parameters: list[Parameter]) -> bool:
+    """Whether the weights were logged at the steps of an ``epoch_*`` scalar (Keras'
+    ``TensorBoard`` callback numbers its histograms and ``epoch_loss`` by epoch)."""
+    epochs = [s.steps for s in data.scalars.values() if s.tag.startswith("epoch_") and len(s)]
+    weights = [p.weight.steps for p in parameters if p.weight is not None and p.weight.steps.size]
+    return bool(epochs and weights) and all(
+        any(np.array_equal(steps, epoch) for epoch in epochs) for steps in weights
+    )
 
 
 def learning_rate(data: RunData) -> ScalarSeries | None:

@@ -91,6 +91,9 @@ class RunContext:
     lr_steps: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     lr_values: np.ndarray = field(default_factory=lambda: np.empty(0))
     """The logged learning rate (empty without one)."""
+    steps_are_epochs: bool = False
+    """The weights are logged at the steps of an ``epoch_*`` scalar (Keras' TensorBoard
+    callback): a step is an epoch of many updates, not one update."""
 
 
 def severity(verdict: Verdict, excess: float) -> float:

@@ -81,9 +81,10 @@ def find_slow(parameter: Parameter, context: RunContext) -> Finding | Excuse | N
         )
     usual = context.config.usual_update_ratio
     estimate = f"; SGD estimate lr*|g|/|w| {fmt(sgd)} ({context.lr_tag})" if sgd is not None else ""
+    bound = f"distribution distance, a lower bound of the update{_epochs(context)}"
     evidence = (
         f"weights moved a median {fmt(move.update_ratio)} of their {_scale_word(move.scale_source)}"
-        f" per optimizer step (distribution distance, a lower bound of the update; "
+        f" per {_step(context)} ({bound}; "
         f"{fmt(move.largest)} over the whole run){estimate}: "
         f"below the {fmt(threshold)} threshold, about {orders(usual / move.update_ratio)} "
         f"less than the usual ~{fmt(usual)} (CS231n)"
@@ -100,6 +101,14 @@ def find_slow(parameter: Parameter, context: RunContext) -> Finding | Excuse | N
 
 def _scale_word(source: str) -> str:
     return "magnitude" if source == "own magnitude" else "spread"
+
+
+def _step(context: RunContext) -> str:
+    return "epoch" if context.steps_are_epochs else "optimizer step"
+
+
+def _epochs(context: RunContext) -> str:
+    return "; the log's steps are epochs: less per update still" if context.steps_are_epochs else ""
 
 
 def orders(factor: float) -> str:
@@ -129,8 +138,9 @@ def run_updates(
     slowest = min(ratios, key=ratios.__getitem__)
     usual = context.config.usual_update_ratio
     summary = (
-        f"Kernels moved a median {short(typical)} of their scale per update (usual: "
-        f"~{short(usual)})"
+        f"Kernels moved a median {short(typical)} of their scale per "
+        f"{'epoch' if context.steps_are_epochs else 'update'} (usual: ~{short(usual)}"
+        f"{' per update' if context.steps_are_epochs else ''})"
     )
     if len(ratios) > 1:
         summary += f"; slowest {slowest} {short(ratios[slowest])}"
@@ -140,7 +150,8 @@ def run_updates(
     note = (
         f"the whole model learns about {orders(usual / typical)} slower than usual: "
         f"{sum(name in slow for name in ratios)} of {len(ratios)} kernels move below "
-        f"{short(context.config.slow_update_ratio)} of their scale per update (median "
+        f"{short(context.config.slow_update_ratio)} of their scale per "
+        f"{'epoch' if context.steps_are_epochs else 'update'} (median "
         f"{short(typical)}, usual ~{short(usual)}): learning rate too small, or decayed to zero "
         "by a scheduler?"
     )
