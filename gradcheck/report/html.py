@@ -35,7 +35,7 @@ h3{font-size:1.05em;margin-bottom:.2em}code{font-size:.95em;overflow-wrap:anywhe
 th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;white-space:nowrap}
 th{cursor:pointer;user-select:none;background:#f6f6f6}td.num{text-align:right}
 .nan,.exploding{color:#b00020;font-weight:bold}.vanishing{color:#8a6d00}.static{color:#6a3d9a}
-.overflow{color:#1f5fa8}.ok{color:#2e7d32}.hint{color:#555}.chart{width:100%}
+.slow{color:#795548}.overflow{color:#1f5fa8}.ok{color:#2e7d32}.hint{color:#555}.chart{width:100%}
 """
 
 SORT_SCRIPT = """
@@ -91,6 +91,8 @@ class HtmlFormatter(Formatter):
         from gradcheck.report import html_charts
 
         parts = [f"<h2><code>{escape(run.run)}</code></h2>", f"<p>{escape(run_summary(run))}</p>"]
+        if run.updates:
+            parts.append(f"<p>{escape(run.updates)}.</p>")
         parts += [f"<p>{escape(note)}</p>" for note in run.notes]
         parts += [_warning(warning) for warning in run.warnings]
         if run.clipping is not None:
