@@ -14,8 +14,6 @@ the pipeline uses the reference engine.
 
 from __future__ import annotations
 
-import io
-import mmap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import BinaryIO
@@ -23,7 +21,7 @@ from typing import BinaryIO
 import numpy as np
 
 from gradcheck.decode import EventDecoder, first_left_edges
-from gradcheck.framing import Frame, MappedWindow, Window, frame_at
+from gradcheck.framing import Frame, Window, frame_at
 from gradcheck.model import FileInfo, HistogramRecord, Notice, Record, ScalarRecord
 from gradcheck.native import _scan, extension
 from gradcheck.reader import (
@@ -172,41 +170,37 @@ class _RangeReader:
         self.on_offset: Callable[[int], None] | None = None
 
     def read_range(self, stream: BinaryIO, start: int, limit: int) -> None:
-        """Read records starting in ``[start, limit)`` (``limit`` -1: to the end)."""
-        mapped = _mapped(stream)
-        window: Window = (
-            MappedWindow(stream, mapped) if mapped is not None else Window(stream, CHUNK)
-        )
+        """Read records starting in ``[start, limit)`` (``limit`` -1: to the end).
+
+        The file is read in chunks, not memory-mapped: a mapped file that shrinks while it
+        is read (rotated, copied over) kills the process with SIGBUS, a read just ends early.
+        """
+        window = Window(stream, CHUNK)
         try:
-            if mapped is None:
-                stream.seek(start)
-                window.base = start
-                self._scan(window, 0, limit)
-            else:
-                with mapped:
-                    self._scan(window, start, limit)
+            stream.seek(start)
+            window.base = start
+            self._scan(window, 0, limit)
         except OSError as error:
             self.reducer.add(unreadable(self.run, self.path, window.base, error))
 
     def _scan(self, window: Window, pos: int, limit: int) -> None:
         scanner = self.state.scanner
-        released = pos - pos % mmap.PAGESIZE
         while pos >= 0:
             columns = self.columns
-            rows, pos, stop, _ = scanner.scan(window.data, pos, window.base, limit, columns.all)
+            rows, pos, stop, needed = scanner.scan(
+                window.data, pos, window.base, limit, columns.all
+            )
             if rows:
                 self._consume(rows)
-            if isinstance(window, MappedWindow) and pos - released >= CHUNK:
-                released = _release(window.mapped, released, pos)
             if stop == _STOP_FULL:
                 if not rows:
                     self.columns = columns.grown()
             elif stop == _STOP_LIMIT:
                 self.stopped_at = window.base + pos
                 return
-            elif stop == _STOP_MORE and not window.eof:
+            elif stop == _STOP_MORE and not window.eof and needed <= CHUNK:
                 pos = window.fill(pos, CHUNK)
-            else:  # damage, a record for the reference decoder, or the end of the file
+            else:  # damage, a record for the reference decoder, a large one, or the end
                 self._take_tally()
                 items, pos = frame_at(window, pos)
                 for item in items:
@@ -343,27 +337,6 @@ class _RangeReader:
             stopped_at=self.stopped_at,
             assumed=self.assumed,
         )
-
-
-def _mapped(stream: BinaryIO) -> mmap.mmap | None:
-    """The file mapped in memory (no copies, and the scanner sees it whole), or None when it
-    cannot be (empty, not a regular file): then it is read in chunks."""
-    try:
-        mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError, io.UnsupportedOperation):
-        return None
-    if hasattr(mapped, "madvise"):
-        mapped.madvise(mmap.MADV_SEQUENTIAL)
-    return mapped
-
-
-def _release(mapped: mmap.mmap, released: int, pos: int) -> int:
-    """Drop the pages before ``pos`` from the resident set (the file stays in the page cache),
-    so that memory stays flat however large the file. Returns the new released offset."""
-    end = pos - pos % mmap.PAGESIZE
-    if end > released and hasattr(mapped, "madvise"):
-        mapped.madvise(mmap.MADV_DONTNEED, released, end - released)
-    return max(end, released)
 
 
 def _unknown_tensor_tags(payload: bytes, decoder: EventDecoder) -> set[str]:

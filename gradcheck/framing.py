@@ -5,9 +5,12 @@ masked_crc32c(payload)`` (little-endian). TensorBoard's loaders stop at the firs
 module recovers everything that can be verified:
 
 - a half-written final record (training still running) is reported as ``incomplete_tail``;
-- a bad payload CRC loses that one record (``bad_payload_crc``);
-- a bad length CRC resynchronises: scan forward for the next offset whose header *and* payload
-  CRCs verify, and report the skipped bytes (``bad_length_crc``).
+- a record that does not verify (``bad_length_crc``, ``bad_payload_crc``; ``bad_length``: the
+  length CRC verifies but the length is over 2 GiB or runs past the end of the file) is
+  resynchronised: scan forward for the next offset whose header *and* payload CRCs verify,
+  whatever the bad record's length says, and report the skipped bytes. A record whose length
+  runs past the end is the incomplete tail only when no verifiable record follows it;
+- a file that shrinks while it is read ends early with one ``changed_while_read`` damage.
 
 The file is read in large chunks and CRCs are computed in C (``google_crc32c``), so framing
 costs little next to protobuf parsing.
@@ -16,7 +19,8 @@ costs little next to protobuf parsing.
 from __future__ import annotations
 
 import functools
-import mmap
+import io
+import os
 import struct
 import warnings
 from collections.abc import Callable, Iterator
@@ -36,6 +40,7 @@ _MASK_DELTA = 0xA282EAD8
 _UINT32 = 0xFFFFFFFF
 # A plausible length (< 2 GiB) has its four high bytes zero: resync only tries such offsets.
 _HIGH_ZERO = b"\x00\x00\x00\x00"
+_ZERO_HEADER = bytes(HEADER_SIZE)  # fails the length CRC: no header is all zeros
 
 
 @functools.cache
@@ -81,10 +86,12 @@ class Window:
     """A sliding window over a binary stream, refilled in big chunks.
 
     ``data[i]`` is the byte at file offset ``base + i``. Consumed bytes are dropped on refill,
-    so memory stays near one chunk plus the largest record.
+    so memory stays near one chunk plus the largest record. ``opened_size`` is the file's size
+    when the window was made (None when the stream has no file behind it): a read that ends
+    before it means the file shrank while it was read.
     """
 
-    __slots__ = ("stream", "chunk_size", "data", "base", "eof")
+    __slots__ = ("stream", "chunk_size", "data", "base", "eof", "opened_size")
 
     def __init__(self, stream: BinaryIO, chunk_size: int) -> None:
         self.stream = stream
@@ -92,19 +99,19 @@ class Window:
         self.data = b""
         self.base = 0
         self.eof = False
+        self.opened_size = self.file_size()
 
     def fill(self, pos: int, needed: int) -> int:
         """Drop the bytes before ``pos`` and read until ``needed`` bytes follow it (or EOF).
 
-        Returns the new index of ``pos`` (0 here; a window over a whole mapped file keeps its
-        indexes). Reads at least one chunk when it reads.
+        Returns the new index of ``pos`` (0). Reads at least one chunk when it reads.
         """
         kept = self.data[pos:]
         self.base += pos
         parts = [kept]
         have = len(kept)
         while have < needed and not self.eof:
-            chunk = self.stream.read(self.chunk_size)
+            chunk = self.stream.read(max(self.chunk_size, needed - have))
             if not chunk:
                 self.eof = True
                 break
@@ -113,18 +120,28 @@ class Window:
         self.data = b"".join(parts) if len(parts) > 1 else kept
         return 0
 
+    def file_size(self) -> int | None:
+        """The file's size now, or None when the stream is not a file."""
+        try:
+            return os.fstat(self.stream.fileno()).st_size
+        except (OSError, ValueError, io.UnsupportedOperation):
+            return None
 
-class MappedWindow(Window):
-    """A window over a whole file mapped in memory: nothing to read, indexes never move."""
+    def holds(self, pos: int, size: int) -> bool:
+        """Whether ``size`` bytes from window index ``pos`` are in the window or the file (a
+        stream of unknown size may hold them): a length field is checked against the file's
+        size before gigabytes are read for it."""
+        if len(self.data) - pos >= size:
+            return True
+        if self.eof:
+            return False
+        now = self.file_size()
+        return now is None or self.base + pos + size <= now
 
-    def __init__(self, stream: BinaryIO, data: mmap.mmap) -> None:
-        super().__init__(stream, 0)
-        self.mapped = data
-        self.data = data  # type: ignore[assignment]
-        self.eof = True
-
-    def fill(self, pos: int, needed: int) -> int:
-        return pos
+    def shrunk(self) -> bool:
+        """Whether the stream ended before the size the file had when the window was made."""
+        end = self.base + len(self.data)
+        return self.eof and self.opened_size is not None and end < self.opened_size
 
 
 def iter_frames(
@@ -144,10 +161,11 @@ def iter_frames(
 def frame_at(window: Window, pos: int) -> tuple[list[Frame | FrameDamage], int]:
     """Frame what starts at window index ``pos``: the items found and the index that follows.
 
-    One record (a ``Frame``, or a ``bad_payload_crc`` damage), or the damage of a bad header
-    (the index then is the next verifiable record's), or the incomplete tail. The index is -1
-    when the stream is done. The window may be refilled: the index is into ``window.data``.
-    Both readers call this, so damage is described the same way whichever engine reads.
+    One record (a ``Frame``), or the damage of a record that does not verify (the index then
+    is the next verifiable record's), or the end of the file (an incomplete tail, a file that
+    shrank while read). The index is -1 when the stream is done. The window may be refilled:
+    the index is into ``window.data``. Both readers call this, so damage is described the same
+    way whichever engine reads.
     """
     data = window.data
     if len(data) - pos < HEADER_SIZE:
@@ -155,85 +173,136 @@ def frame_at(window: Window, pos: int) -> tuple[list[Frame | FrameDamage], int]:
         data = window.data
         left = len(data) - pos
         if left < HEADER_SIZE:
-            return ([_tail(window.base + pos, left, "a record header")] if left else []), -1
+            return _end(window, window.base + pos, left, "a record header"), -1
     length, length_crc = _HEADER.unpack_from(data, pos)
-    if masked_crc32c(data[pos : pos + 8]) != length_crc or length > MAX_PLAUSIBLE_LENGTH:
-        damage, pos = _resync(window, pos)
-        return [damage], pos
-    end = pos + HEADER_SIZE + length + FOOTER_SIZE
-    if end > len(data):
-        pos = window.fill(pos, end - pos)
+    if masked_crc32c(data[pos : pos + 8]) != length_crc:
+        return _resync(window, pos, _Bad("bad_length_crc", length))
+    size = HEADER_SIZE + length + FOOTER_SIZE
+    if length > MAX_PLAUSIBLE_LENGTH or not window.holds(pos, size):
+        return _resync(window, pos, _Bad("bad_length", length))
+    if len(data) - pos < size:
+        pos = window.fill(pos, size)
         data = window.data
-        end = pos + HEADER_SIZE + length + FOOTER_SIZE
-        if end > len(data):
-            what = f"a record of {length} payload bytes"
-            return [_tail(window.base + pos, len(data) - pos, what)], -1
+        if len(data) - pos < size:  # the file shrank since ``holds`` looked
+            return _resync(window, pos, _Bad("bad_length", length))
+    end = pos + size
     payload = data[pos + HEADER_SIZE : end - FOOTER_SIZE]
     if masked_crc32c(payload) == _FOOTER.unpack_from(data, end - FOOTER_SIZE)[0]:
         return [Frame(window.base + pos, payload)], end
-    damage = FrameDamage(
-        window.base + pos,
-        "bad_payload_crc",
-        end - pos,
-        f"payload CRC mismatch: one record of {length} payload bytes lost",
-    )
-    return [damage], end
+    return _resync(window, pos, _Bad("bad_payload_crc", length, window.base + end))
 
 
-def _tail(offset: int, size: int, what: str) -> FrameDamage:
-    return FrameDamage(
-        offset,
-        "incomplete_tail",
-        size,
-        f"file ends inside {what} ({size} bytes present): skipped, as a writer may still be "
-        "appending",
-    )
+class _Bad(NamedTuple):
+    """Why the record at a resynchronisation's start does not verify."""
+
+    kind: DamageKind  # bad_length_crc, bad_length (past the end or over 2 GiB), bad_payload_crc
+    length: int  # its length field
+    claimed_end: int = -1  # bad_payload_crc: file offset where its length says it ends
 
 
-def _resync(window: Window, start: int) -> tuple[FrameDamage, int]:
-    """Scan forward from ``start`` (a bad header) to the next fully verifiable record.
+def _end(window: Window, offset: int, present: int, what: str) -> list[Frame | FrameDamage]:
+    """The stream ends at file offset ``offset + present``, inside ``what``."""
+    if window.shrunk():
+        opened = window.opened_size or 0
+        now = window.base + len(window.data)
+        detail = (
+            f"the file shrank from {opened} to {now} bytes while it was read (truncated, "
+            f"rotated or rewritten in place): records before byte {offset} read, the rest lost"
+        )
+        return [FrameDamage(offset, "changed_while_read", opened - offset, detail)]
+    if not present:
+        return []
+    return [
+        FrameDamage(
+            offset,
+            "incomplete_tail",
+            present,
+            f"file ends inside {what} ({present} bytes present): skipped, as a writer may "
+            "still be appending",
+        )
+    ]
 
-    Returns the ``bad_length_crc`` damage of the skipped bytes and the window index of the
-    next good record, or -1 when none is left. A candidate must pass both CRCs, so random
-    bytes cannot become a false record (odds about 2**-64 per offset); a verified header that
-    the end of the file cuts off is also accepted, to be reported as an incomplete tail.
+
+def _resync(window: Window, start: int, bad: _Bad) -> tuple[list[Frame | FrameDamage], int]:
+    """Scan forward from ``start`` (a record that does not verify) to the next record whose
+    length and payload CRCs both verify, whatever the bad record's length field says.
+
+    Returns the damage of the skipped bytes and the window index of that record, or -1 when
+    none is left. Random bytes pass both CRCs with odds about 2**-64 per offset. A verified
+    header that the end of the file cuts off (the first such) is the incomplete tail when no
+    verifiable record follows it, and damage like any other when one does.
     """
     damage_offset = window.base + start
+    tail = (damage_offset, bad.length) if bad.kind == "bad_length" else None
     pos = start + 1
     while True:
         pos = _find_candidate(window, pos)
         if pos < 0:
-            lost = window.base + len(window.data) - damage_offset
-            damage = FrameDamage(
-                damage_offset,
-                "bad_length_crc",
-                lost,
-                "length CRC mismatch and no verifiable record after it: rest of the file lost",
-            )
-            return damage, -1
-        if _record_check(window, pos) != "bad":  # good, or a verified header cut off by EOF
+            break
+        check = _record_check(window, pos)
+        if check == "good":
             pos = window.fill(pos, 0)
-            damage = FrameDamage(
-                damage_offset,
-                "bad_length_crc",
-                window.base + pos - damage_offset,
-                "length CRC mismatch: bytes skipped up to the next verifiable record",
-            )
-            return damage, pos
+            return [_skipped(bad, damage_offset, window.base + pos)], pos
+        if check == "tail" and tail is None:
+            tail = (window.base + pos, _HEADER.unpack_from(window.data, pos)[0])
         pos += 1
+    end = window.base + len(window.data)
+    if tail is None or tail[1] > MAX_PLAUSIBLE_LENGTH:
+        if window.shrunk():
+            return _end(window, damage_offset, end - damage_offset, "a damaged stretch"), -1
+        return [_skipped(bad, damage_offset, -1, end - damage_offset)], -1
+    tail_offset, tail_length = tail
+    items = [_skipped(bad, damage_offset, tail_offset)] if tail_offset > damage_offset else []
+    what = f"a record of {tail_length} payload bytes"
+    return items + _end(window, tail_offset, end - tail_offset, what), -1
+
+
+def _skipped(bad: _Bad, offset: int, resumed: int, lost: int = 0) -> FrameDamage:
+    """The damage of the bytes from ``offset`` to the verifiable record at ``resumed`` (-1:
+    none, ``lost`` bytes to the end of the file)."""
+    what = {
+        "bad_length_crc": "length CRC mismatch",
+        "bad_length": f"length field of {bad.length} payload bytes runs past the end of the file",
+        "bad_payload_crc": "payload CRC mismatch",
+    }[bad.kind]
+    if bad.kind == "bad_length" and bad.length > MAX_PLAUSIBLE_LENGTH:
+        what = f"impossible length field of {bad.length} payload bytes (over 2 GiB)"
+    if resumed < 0:
+        detail = f"{what} and no verifiable record after it: rest of the file lost"
+        return FrameDamage(offset, bad.kind, lost, detail)
+    if resumed == bad.claimed_end:
+        detail = f"{what}: one record of {bad.length} payload bytes lost"
+    elif bad.kind == "bad_payload_crc":
+        detail = (
+            f"{what}, and its length does not lead to a verifiable record (bytes removed or "
+            "added): bytes skipped up to the next verifiable record, an unknown number of "
+            "records lost"
+        )
+    else:
+        detail = f"{what}: bytes skipped up to the next verifiable record"
+    return FrameDamage(offset, bad.kind, resumed - offset, detail)
 
 
 def _find_candidate(window: Window, pos: int) -> int:
     """Window index >= ``pos`` of the next header with a plausible length, or -1 at EOF.
 
     A plausible length (< 2 GiB) has its four high bytes zero, so ``bytes.find`` skips most
-    offsets in C. The returned header's 12 bytes are present in the window.
+    offsets in C. Inside a run of zero bytes no header can start (twelve zero bytes fail the
+    length CRC), so runs of zeros are skipped at memory speed. The returned header's 12 bytes
+    are present in the window.
     """
     while True:
         data = window.data
         hit = data.find(_HIGH_ZERO, pos + 4)
-        while hit >= 0 and data[hit - 1] >= 0x80:  # length >= 2 GiB: implausible
-            hit = data.find(_HIGH_ZERO, hit + 1)
+        while hit >= 0:
+            if data[hit - 1] >= 0x80:  # length >= 2 GiB: implausible
+                hit = data.find(_HIGH_ZERO, hit + 1)
+            elif data[hit - 4 : hit + 8] == _ZERO_HEADER:
+                # A header overlapping the run must end past it: start at most 11 bytes before.
+                pos = max(pos, _zeros_end(data, hit + 8) - 11)
+                hit = data.find(_HIGH_ZERO, pos + 4)
+            else:
+                break
         if hit >= 0 and hit - 4 + HEADER_SIZE <= len(data):
             return hit - 4
         if window.eof:
@@ -246,9 +315,25 @@ def _find_candidate(window: Window, pos: int) -> int:
             return -1
 
 
+def _zeros_end(data: bytes, pos: int) -> int:
+    """Index of the first non-zero byte of ``data`` at or after ``pos`` (``len(data)`` if
+    none), found with numpy in growing steps: a long run of zeros costs memory speed."""
+    import numpy as np
+
+    array = np.frombuffer(data, np.uint8)
+    step = 256
+    while pos < array.size:
+        piece = array[pos : pos + step]
+        if piece.any():
+            return pos + int(np.flatnonzero(piece)[0])
+        pos += step
+        step = min(step * 2, 1 << 20)
+    return array.size
+
+
 def _record_check(window: Window, pos: int) -> Literal["good", "tail", "bad"]:
     """Whether the record at window index ``pos`` verifies (both CRCs), is a verified header
-    cut off by the end of the file (``tail``), or is not a record (``bad``).
+    that runs past the end of the file (``tail``), or is not a record (``bad``).
 
     May refill the window; index ``pos`` stays valid because the window keeps its start.
     """
@@ -256,13 +341,15 @@ def _record_check(window: Window, pos: int) -> Literal["good", "tail", "bad"]:
     length, length_crc = _HEADER.unpack_from(data, pos)
     if masked_crc32c(data[pos : pos + 8]) != length_crc:
         return "bad"
-    end = pos + HEADER_SIZE + length + FOOTER_SIZE
-    if end > len(data):
-        if not window.eof:
-            window.fill(0, end)  # from index 0: keeps every byte, so ``pos`` stays valid
-            data = window.data
-        if end > len(data):
+    size = HEADER_SIZE + length + FOOTER_SIZE
+    if not window.holds(pos, size):
+        return "tail"
+    if len(data) - pos < size:
+        window.fill(0, pos + size)  # from index 0: keeps every byte, so ``pos`` stays valid
+        data = window.data
+        if len(data) - pos < size:
             return "tail"
+    end = pos + size
     payload = data[pos + HEADER_SIZE : end - FOOTER_SIZE]
     verifies = masked_crc32c(payload) == _FOOTER.unpack_from(data, end - FOOTER_SIZE)[0]
     return "good" if verifies else "bad"

@@ -75,9 +75,11 @@ class ScalarRecord:
 DamageKind = Literal[
     "incomplete_tail",  # half-written final record (training still running): not an error
     "bad_length_crc",  # length CRC failed: bytes skipped until the next verifiable record
+    "bad_length",  # length verifies but is over 2 GiB or runs past the end, records follow
     "bad_payload_crc",  # payload CRC failed: that one record lost
     "undecodable",  # CRCs fine but the payload is not an Event: that one record lost
     "unreadable",  # the file could not be opened or read at all
+    "changed_while_read",  # the file shrank while it was read (truncated, rewritten)
 ]
 
 

@@ -262,6 +262,8 @@ def frame_damage(run: str, path: str, damage: FrameDamage) -> Damage:
         "incomplete_tail": "incomplete final record",
         "bad_length_crc": "bad length CRC",
         "bad_payload_crc": "bad payload CRC",
+        "bad_length": "bad record length",
+        "changed_while_read": "file changed while read",
     }
     what = names.get(damage.kind, damage.kind)
     return Damage(

@@ -139,7 +139,75 @@ def test_implausible_length_with_valid_crc_is_resynced_not_allocated() -> None:
     data = frame(PAYLOADS)
     items = frames_of(header + data)
     assert good(items) == PAYLOADS
-    assert [(d.kind, d.lost_bytes) for d in damages(items)] == [("bad_length_crc", 12)]
+    assert [(d.kind, d.lost_bytes) for d in damages(items)] == [("bad_length", 12)]
+
+
+def header_claiming(length: int) -> bytes:
+    """A record header whose length CRC verifies, claiming ``length`` payload bytes."""
+    packed = struct.pack("<Q", length)
+    return packed + struct.pack("<I", masked_crc32c(packed))
+
+
+@pytest.mark.parametrize("claimed", [10**6, (1 << 31) - 1, 1 << 31, (1 << 31) + 1, 1 << 62])
+def test_crafted_length_past_the_end_is_not_a_tail_when_records_follow(claimed: int) -> None:
+    data = frame(PAYLOADS)
+    cut = record_offsets(PAYLOADS)[2]
+    items = frames_of(data[:cut] + header_claiming(claimed) + data[cut:], chunk_size=64)
+    assert good(items) == PAYLOADS
+    (damage,) = damages(items)
+    assert (damage.kind, damage.offset, damage.lost_bytes) == ("bad_length", cut, 12)
+    assert str(claimed) in damage.detail
+
+
+def test_length_past_the_end_with_nothing_after_it_is_the_tail() -> None:
+    data = frame(PAYLOADS) + header_claiming(10**6) + b"partial payload"
+    items = frames_of(data, chunk_size=64)
+    assert good(items) == PAYLOADS
+    (tail,) = damages(items)
+    assert (tail.kind, tail.offset, tail.lost_bytes) == ("incomplete_tail", len(frame(PAYLOADS)), 27)
+
+
+@pytest.mark.parametrize("where", ["remove", "duplicate"])
+@pytest.mark.parametrize("chunk_size", [16, 100, 1 << 20])
+def test_bytes_removed_or_added_inside_a_record_lose_only_that_record(
+    where: str, chunk_size: int
+) -> None:
+    data = frame(PAYLOADS)
+    offsets = record_offsets(PAYLOADS)
+    inside = offsets[2] + 12 + 300  # in the third payload (1000 bytes)
+    changed = (
+        data[:inside] + data[inside + 40 :]
+        if where == "remove"
+        else data[:inside] + data[inside : inside + 40] + data[inside:]
+    )
+    items = frames_of(changed, chunk_size)
+    assert good(items) == PAYLOADS[:2] + PAYLOADS[3:]
+    (damage,) = damages(items)
+    size = offsets[3] - offsets[2] + (-40 if where == "remove" else 40)
+    assert (damage.kind, damage.offset, damage.lost_bytes) == ("bad_payload_crc", offsets[2], size)
+    assert "unknown number of records" in damage.detail
+
+
+@pytest.mark.parametrize("zeros", [12, 13, 4096, 3 << 20])
+def test_zero_runs_are_skipped_and_every_record_around_them_read(zeros: int) -> None:
+    data = frame(PAYLOADS)
+    cut = record_offsets(PAYLOADS)[3]
+    items = frames_of(data[:cut] + bytes(zeros) + data[cut:], chunk_size=1000)
+    assert good(items) == PAYLOADS
+    (damage,) = damages(items)
+    assert (damage.kind, damage.offset, damage.lost_bytes) == ("bad_length_crc", cut, zeros)
+
+
+def test_a_zero_tail_is_skipped_at_memory_speed() -> None:
+    import time
+
+    zeros = 64 << 20  # byte by byte this took minutes (about 0.5 MB/s)
+    started = time.perf_counter()
+    items = frames_of(frame(PAYLOADS) + bytes(zeros))
+    assert time.perf_counter() - started < 10
+    assert good(items) == PAYLOADS
+    (damage,) = damages(items)
+    assert (damage.kind, damage.lost_bytes) == ("bad_length_crc", zeros)
 
 
 def test_bad_length_followed_by_a_truncated_record_reports_both() -> None:
