@@ -91,7 +91,7 @@ class Window:
     before it means the file shrank while it was read.
     """
 
-    __slots__ = ("stream", "chunk_size", "data", "base", "eof", "opened_size")
+    __slots__ = ("stream", "chunk_size", "data", "base", "eof", "opened_size", "seekable")
 
     def __init__(self, stream: BinaryIO, chunk_size: int) -> None:
         self.stream = stream
@@ -100,24 +100,32 @@ class Window:
         self.base = 0
         self.eof = False
         self.opened_size = self.file_size()
+        self.seekable = stream.seekable()
 
     def fill(self, pos: int, needed: int) -> int:
         """Drop the bytes before ``pos`` and read until ``needed`` bytes follow it (or EOF).
 
-        Returns the new index of ``pos`` (0). Reads at least one chunk when it reads.
+        Returns the new index of ``pos`` (0). Reads at least one chunk when it reads. A
+        seekable stream reads the kept bytes again (from the page cache) rather than joining
+        them to the new chunk: one copy of the file's bytes, not two.
         """
-        kept = self.data[pos:]
+        kept = len(self.data) - pos
         self.base += pos
-        parts = [kept]
-        have = len(kept)
-        while have < needed and not self.eof:
-            chunk = self.stream.read(max(self.chunk_size, needed - have))
+        if kept >= needed or self.eof:
+            self.data = self.data[pos:]
+            return 0
+        parts = [self.data[pos:]]
+        if self.seekable and kept:
+            self.stream.seek(-kept, io.SEEK_CUR)
+            parts, kept = [], 0
+        while kept < needed:
+            chunk = self.stream.read(max(self.chunk_size, needed - kept))
             if not chunk:
                 self.eof = True
                 break
             parts.append(chunk)
-            have += len(chunk)
-        self.data = b"".join(parts) if len(parts) > 1 else kept
+            kept += len(chunk)
+        self.data = b"".join(parts) if len(parts) > 1 else parts[0] if parts else b""
         return 0
 
     def file_size(self) -> int | None:
@@ -239,12 +247,12 @@ def _resync(window: Window, start: int, bad: _Bad) -> tuple[list[Frame | FrameDa
         pos = _find_candidate(window, pos)
         if pos < 0:
             break
-        check = _record_check(window, pos)
+        check, length = _record_check(window, pos)
         if check == "good":
             pos = window.fill(pos, 0)
             return [_skipped(bad, damage_offset, window.base + pos)], pos
         if check == "tail" and tail is None:
-            tail = (window.base + pos, _HEADER.unpack_from(window.data, pos)[0])
+            tail = (window.base + pos, length)
         pos += 1
     end = window.base + len(window.data)
     if tail is None or tail[1] > MAX_PLAUSIBLE_LENGTH:
@@ -331,25 +339,27 @@ def _zeros_end(data: bytes, pos: int) -> int:
     return array.size
 
 
-def _record_check(window: Window, pos: int) -> Literal["good", "tail", "bad"]:
+def _record_check(window: Window, pos: int) -> tuple[Literal["good", "tail", "bad"], int]:
     """Whether the record at window index ``pos`` verifies (both CRCs), is a verified header
-    that runs past the end of the file (``tail``), or is not a record (``bad``).
+    that runs past the end of the file (``tail``), or is not a record (``bad``); and its
+    length field.
 
     May refill the window; index ``pos`` stays valid because the window keeps its start.
     """
     data = window.data
     length, length_crc = _HEADER.unpack_from(data, pos)
     if masked_crc32c(data[pos : pos + 8]) != length_crc:
-        return "bad"
+        return "bad", length
     size = HEADER_SIZE + length + FOOTER_SIZE
     if not window.holds(pos, size):
-        return "tail"
+        return "tail", length
     if len(data) - pos < size:
         window.fill(0, pos + size)  # from index 0: keeps every byte, so ``pos`` stays valid
         data = window.data
         if len(data) - pos < size:
-            return "tail"
+            return "tail", length
     end = pos + size
     payload = data[pos + HEADER_SIZE : end - FOOTER_SIZE]
     verifies = masked_crc32c(payload) == _FOOTER.unpack_from(data, end - FOOTER_SIZE)[0]
-    return "good" if verifies else "bad"
+    return ("good" if verifies else "bad"), length
+
