@@ -362,4 +362,3 @@ def _record_check(window: Window, pos: int) -> tuple[Literal["good", "tail", "ba
     payload = data[pos + HEADER_SIZE : end - FOOTER_SIZE]
     verifies = masked_crc32c(payload) == _FOOTER.unpack_from(data, end - FOOTER_SIZE)[0]
     return ("good" if verifies else "bad"), length
-

@@ -1,4 +1,5 @@
-"""Fault injection through the real CLI: event files that shrink while gradcheck reads them.
+"""Fault injection: event files that shrink while gradcheck reads them (through the real
+CLI), and real writers' files under any corruption (both engines).
 
 A log rotated, truncated or copied over in place during ``analyze`` must never kill the
 process (a memory-mapped file that shrinks does, with SIGBUS): the bytes read are analysed and
@@ -9,18 +10,25 @@ once its first batch of records has been read.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from gradcheck import fastpath
+from gradcheck.framing import Frame, iter_frames, masked_crc32c
 from gradcheck.status import ExitStatus
 from tests import eventfiles as ef
+from tests.test_fastpath import check_file
 
 REPO = Path(__file__).resolve().parents[1]
 CUT = 1 << 20  # bytes left after the truncation
@@ -122,3 +130,110 @@ def test_forked_readers_survive_files_truncated_while_read(big_log: Path, tmp_pa
     for run in report["runs"]:
         assert len([w for w in run["warnings"] if "shrank" in w]) == 1, run["warnings"]
         assert sum(run["counts"].values()) == 20 and 0 < run["steps"][1] < 169
+
+
+# --------------------------------------------------------------------------------------------
+# Corruption of real writers' files: every intact record is read, by both engines alike
+# --------------------------------------------------------------------------------------------
+
+WRITER_FILES = sorted((REPO / "tests" / "data" / "writers").rglob("*tfevents*"))
+# GRADCHECK_EXAMPLES=3000 runs a longer search (scripts/fuzz_reader.py runs many more).
+SETTINGS = settings(
+    max_examples=int(os.environ.get("GRADCHECK_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+Operation = tuple[str, float, int, int]  # kind, where (share of the length), size, a number
+HUGE_LENGTHS = [10**7, (1 << 31) - 1, 1 << 31, 1 << 40, (1 << 64) - 1]
+
+
+def header_claiming(length: int) -> bytes:
+    """A record header whose length CRC verifies, claiming ``length`` payload bytes."""
+    packed = struct.pack("<Q", length)
+    return packed + struct.pack("<I", masked_crc32c(packed))
+
+
+class Damaged:
+    """A file's bytes under corruption, with where each byte came from (``origin``: its
+    offset in the original, -1 for bytes the corruption wrote), to know which original
+    records survive intact and where they are now."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = bytearray(data)
+        self.origin = np.arange(len(data), dtype=np.int64)
+
+    def at(self, where: float) -> int:
+        return min(int(where * len(self.data)), len(self.data))
+
+    def replace(self, start: int, end: int, new: bytes, origin: np.ndarray | None = None) -> None:
+        self.data[start:end] = new
+        written = np.full(len(new), -1, np.int64) if origin is None else origin
+        self.origin = np.concatenate([self.origin[:start], written, self.origin[end:]])
+
+    def apply(self, operation: Operation) -> None:
+        kind, where, size, extra = operation
+        start = self.at(where)
+        end = min(start + size, len(self.data))
+        if kind == "flip" and start < len(self.data):
+            byte = bytes([self.data[start] ^ (1 << extra % 8)])
+            self.replace(start, start + 1, byte)
+        elif kind == "remove":
+            self.replace(start, end, b"")
+        elif kind == "duplicate":
+            self.replace(start, start, bytes(self.data[start:end]), self.origin[start:end].copy())
+        elif kind == "zeros":  # a zero-filled stretch written over the file, or inserted
+            self.replace(start, end if extra % 2 else start, bytes(size))
+        elif kind == "huge_length":
+            self.replace(start, start, header_claiming(HUGE_LENGTHS[extra % len(HUGE_LENGTHS)]))
+
+    def intact(self, records: list[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
+        """Every ``(offset now, payload)`` of an original record whose bytes all survive,
+        contiguous and in order (a duplicated one may be there twice)."""
+        found = set()
+        for offset, payload in records:
+            size = len(payload) + 16
+            for now in np.flatnonzero(self.origin == offset):
+                piece = self.origin[now : now + size]
+                if np.array_equal(piece, np.arange(offset, offset + size)):
+                    found.add((int(now), payload))
+        return found
+
+
+operations = st.tuples(
+    st.sampled_from(["flip", "remove", "duplicate", "zeros", "huge_length"]),
+    st.floats(0, 1),
+    st.integers(1, 3000),
+    st.integers(0, 255),
+)
+
+
+def frames_in(data: bytes) -> set[tuple[int, bytes]]:
+    return {
+        (item.offset, item.payload)
+        for item in iter_frames(io.BytesIO(data), chunk_size=4096)
+        if isinstance(item, Frame)
+    }
+
+
+@SETTINGS
+@given(
+    source=st.sampled_from(WRITER_FILES),
+    damage=st.lists(operations, min_size=1, max_size=3),
+)
+def test_every_intact_record_is_read_after_any_corruption_by_both_engines(
+    tmp_path_factory: pytest.TempPathFactory, source: Path, damage: list[Operation]
+) -> None:
+    original = source.read_bytes()
+    records = sorted(frames_in(original))
+    assert sum(len(p) + 16 for _, p in records) == len(original)  # the fixture is intact
+    damaged = Damaged(original)
+    for operation in damage:
+        damaged.apply(operation)
+    data = bytes(damaged.data)
+    got = frames_in(data)
+    assert damaged.intact(records) <= got
+    assert {p for _, p in got} <= {p for _, p in records}  # nothing false
+    path = tmp_path_factory.mktemp("damaged") / source.name
+    path.write_bytes(data)
+    if fastpath.available():
+        check_file(path)  # the C engine reads exactly what the reference reads, says the same

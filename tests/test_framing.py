@@ -164,7 +164,11 @@ def test_length_past_the_end_with_nothing_after_it_is_the_tail() -> None:
     items = frames_of(data, chunk_size=64)
     assert good(items) == PAYLOADS
     (tail,) = damages(items)
-    assert (tail.kind, tail.offset, tail.lost_bytes) == ("incomplete_tail", len(frame(PAYLOADS)), 27)
+    assert (tail.kind, tail.offset, tail.lost_bytes) == (
+        "incomplete_tail",
+        len(frame(PAYLOADS)),
+        27,
+    )
 
 
 @pytest.mark.parametrize("where", ["remove", "duplicate"])
