@@ -18,6 +18,7 @@ costs little next to protobuf parsing.
 
 from __future__ import annotations
 
+import errno
 import functools
 import io
 import os
@@ -33,6 +34,11 @@ HEADER_SIZE = 12  # uint64 length + uint32 length CRC
 FOOTER_SIZE = 4  # uint32 payload CRC
 DEFAULT_CHUNK_SIZE = 8 << 20
 MAX_PLAUSIBLE_LENGTH = 1 << 31  # protobuf messages cannot exceed 2 GiB
+RESYNC_CHECK_BYTES = 1 << 30
+"""Payload bytes one resynchronisation may checksum for candidates whose length CRC verifies
+but whose payload CRC fails. Random bytes give such a candidate once in 2**32 offsets, so an
+honest file never comes near; a crafted one (a verified header claiming a long length at every
+offset) would otherwise cost quadratic time. Past it the rest of the file is reported lost."""
 
 _HEADER = struct.Struct("<QI")
 _FOOTER = struct.Struct("<I")
@@ -126,6 +132,33 @@ class Window:
             parts.append(chunk)
             kept += len(chunk)
         self.data = b"".join(parts) if len(parts) > 1 else parts[0] if parts else b""
+        return 0
+
+    def skip_hole(self, pos: int) -> int:
+        """Move past the hole (zeros a sparse file does not store) that follows the window,
+        whose bytes from index ``pos`` on are zeros too: holes are not read. Returns the new
+        index of ``pos``; does nothing where the system cannot say where data is."""
+        if not self.seekable or not hasattr(os, "SEEK_DATA"):
+            return pos
+        here = self.base + len(self.data)
+        try:
+            fd = self.stream.fileno()
+            was = os.lseek(fd, 0, os.SEEK_CUR)  # the buffered stream's, put back below
+            try:
+                data_at = os.lseek(fd, here, os.SEEK_DATA)
+            except OSError as error:
+                if error.errno != errno.ENXIO:
+                    raise
+                data_at = os.fstat(fd).st_size  # nothing but a hole after ``here``
+            os.lseek(fd, was, os.SEEK_SET)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            return pos
+        if data_at <= here:
+            return pos
+        self.stream.seek(data_at)
+        kept = len(self.data) - pos
+        self.data = bytes(kept)
+        self.base = data_at - kept
         return 0
 
     def file_size(self) -> int | None:
@@ -242,7 +275,7 @@ def _resync(window: Window, start: int, bad: _Bad) -> tuple[list[Frame | FrameDa
     """
     damage_offset = window.base + start
     tail = (damage_offset, bad.length) if bad.kind == "bad_length" else None
-    pos = start + 1
+    pos, checked = start + 1, 0
     while True:
         pos = _find_candidate(window, pos)
         if pos < 0:
@@ -253,6 +286,10 @@ def _resync(window: Window, start: int, bad: _Bad) -> tuple[list[Frame | FrameDa
             return [_skipped(bad, damage_offset, window.base + pos)], pos
         if check == "tail" and tail is None:
             tail = (window.base + pos, length)
+        if check == "unverified":
+            checked += length
+            if checked > RESYNC_CHECK_BYTES:
+                return [_given_up(bad, damage_offset, window)], -1
         pos += 1
     end = window.base + len(window.data)
     if tail is None or tail[1] > MAX_PLAUSIBLE_LENGTH:
@@ -265,16 +302,31 @@ def _resync(window: Window, start: int, bad: _Bad) -> tuple[list[Frame | FrameDa
     return items + _end(window, tail_offset, end - tail_offset, what), -1
 
 
-def _skipped(bad: _Bad, offset: int, resumed: int, lost: int = 0) -> FrameDamage:
-    """The damage of the bytes from ``offset`` to the verifiable record at ``resumed`` (-1:
-    none, ``lost`` bytes to the end of the file)."""
-    what = {
+def _what(bad: _Bad) -> str:
+    """What is wrong with the record a resynchronisation starts at, for a human."""
+    if bad.kind == "bad_length" and bad.length > MAX_PLAUSIBLE_LENGTH:
+        return f"impossible length field of {bad.length} payload bytes (over 2 GiB)"
+    return {
         "bad_length_crc": "length CRC mismatch",
         "bad_length": f"length field of {bad.length} payload bytes runs past the end of the file",
         "bad_payload_crc": "payload CRC mismatch",
     }[bad.kind]
-    if bad.kind == "bad_length" and bad.length > MAX_PLAUSIBLE_LENGTH:
-        what = f"impossible length field of {bad.length} payload bytes (over 2 GiB)"
+
+
+def _given_up(bad: _Bad, offset: int, window: Window) -> FrameDamage:
+    size = window.file_size() or window.base + len(window.data)
+    detail = (
+        f"{_what(bad)}, then more than "
+        f"{RESYNC_CHECK_BYTES >> 20} MiB of headers whose payload CRC fails (a crafted "
+        "file?): the rest of the file is not examined"
+    )
+    return FrameDamage(offset, bad.kind, size - offset, detail)
+
+
+def _skipped(bad: _Bad, offset: int, resumed: int, lost: int = 0) -> FrameDamage:
+    """The damage of the bytes from ``offset`` to the verifiable record at ``resumed`` (-1:
+    none, ``lost`` bytes to the end of the file)."""
+    what = _what(bad)
     if resumed < 0:
         detail = f"{what} and no verifiable record after it: rest of the file lost"
         return FrameDamage(offset, bad.kind, lost, detail)
@@ -317,6 +369,9 @@ def _find_candidate(window: Window, pos: int) -> int:
             return -1
         # Keep the unexamined positions (a header may straddle the chunk boundary).
         keep = hit - 4 if hit >= 0 else max(pos, len(data) - 7)
+        if not data[keep:].strip(b"\0"):
+            keep = window.skip_hole(keep)
+            data = window.data
         size = len(data) - keep
         pos = window.fill(keep, size + 1)
         if len(window.data) <= size:
@@ -339,10 +394,12 @@ def _zeros_end(data: bytes, pos: int) -> int:
     return array.size
 
 
-def _record_check(window: Window, pos: int) -> tuple[Literal["good", "tail", "bad"], int]:
+def _record_check(
+    window: Window, pos: int
+) -> tuple[Literal["good", "tail", "unverified", "bad"], int]:
     """Whether the record at window index ``pos`` verifies (both CRCs), is a verified header
-    that runs past the end of the file (``tail``), or is not a record (``bad``); and its
-    length field.
+    that runs past the end of the file (``tail``), a verified header whose payload CRC fails
+    (``unverified``: its length was checksummed), or no record (``bad``); and its length.
 
     May refill the window; index ``pos`` stays valid because the window keeps its start.
     """
@@ -361,4 +418,4 @@ def _record_check(window: Window, pos: int) -> tuple[Literal["good", "tail", "ba
     end = pos + size
     payload = data[pos + HEADER_SIZE : end - FOOTER_SIZE]
     verifies = masked_crc32c(payload) == _FOOTER.unpack_from(data, end - FOOTER_SIZE)[0]
-    return ("good" if verifies else "bad"), length
+    return ("good" if verifies else "unverified"), length

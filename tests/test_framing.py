@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 import os
 import struct
+from pathlib import Path
 
 import pytest
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as tb_masked_crc
 
+from gradcheck import framing
 from gradcheck.framing import Frame, FrameDamage, iter_frames, masked_crc32c
 from tests.eventfiles import frame, record_offsets
 
@@ -223,3 +225,37 @@ def test_bad_length_followed_by_a_truncated_record_reports_both() -> None:
         ("bad_length_crc", offsets[2], offsets[3] - offsets[2]),
         ("incomplete_tail", offsets[4], len(data) - 2 - offsets[4]),
     ]
+
+
+def test_a_sparse_files_hole_is_not_read(tmp_path: Path) -> None:
+    import time
+
+    data = frame(PAYLOADS)
+    path = tmp_path / "sparse"
+    with path.open("wb") as stream:
+        stream.write(data)
+        stream.seek(len(data) + (8 << 30))  # an 8 GiB hole: reading it takes about a minute
+        stream.write(data)
+    if path.stat().st_blocks * 512 > 1 << 20 or not hasattr(os, "SEEK_DATA"):
+        pytest.skip("this file system stores zeros instead of leaving a hole")
+    started = time.perf_counter()
+    with path.open("rb") as stream:
+        items = list(iter_frames(stream))
+    assert time.perf_counter() - started < 10
+    assert good(items) == PAYLOADS * 2
+    (damage,) = damages(items)
+    assert (damage.kind, damage.offset, damage.lost_bytes) == ("bad_length_crc", len(data), 8 << 30)
+
+
+def test_crafted_headers_cost_a_bounded_checksum_then_the_rest_is_reported_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A verified header claiming 64 kB at every 16 bytes, over junk: each costs a 64 kB CRC.
+    monkeypatch.setattr(framing, "RESYNC_CHECK_BYTES", 1 << 20)
+    decoys = (header_claiming(1 << 16) + b"junk") * 100
+    data = b"\xff" * 12 + decoys + os.urandom(1 << 17) + frame(PAYLOADS)
+    (damage,) = frames_of(data)
+    assert (damage.kind, damage.offset, damage.lost_bytes) == ("bad_length_crc", 0, len(data))
+    assert "more than 1 MiB of headers whose payload CRC fails" in damage.detail
+    monkeypatch.setattr(framing, "RESYNC_CHECK_BYTES", 1 << 30)  # an honest bound: all read
+    assert good(frames_of(data)) == PAYLOADS
