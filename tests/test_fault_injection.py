@@ -199,8 +199,9 @@ class Damaged:
         return found
 
 
+KINDS = ["flip", "remove", "duplicate", "zeros", "huge_length"]
 operations = st.tuples(
-    st.sampled_from(["flip", "remove", "duplicate", "zeros", "huge_length"]),
+    st.sampled_from(KINDS),
     st.floats(0, 1),
     st.integers(1, 3000),
     st.integers(0, 255),
