@@ -194,10 +194,11 @@ def _joined_blocks(blocks: list[_HistogramBlock]) -> _HistogramBlock:
 
 def _built(builders: dict[_K, _B], build: Callable[[_B], _V]) -> dict[_K, _V]:
     """Build every series in order, emptying ``builders``: each builder is dropped (its buffers
-    released) before the next is built, for peak memory. Histograms and scalars alike."""
+    released) before the next is built, for peak memory. Histograms and scalars alike. (The
+    keys are listed first: ``next(iter(builders))`` after popping the first keys walks over
+    their deleted slots each time, quadratic in the number of series.)"""
     built = {}
-    while builders:
-        key = next(iter(builders))
+    for key in list(builders):
         built[key] = build(builders.pop(key))
     return built
 
