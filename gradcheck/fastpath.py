@@ -198,9 +198,9 @@ class _RangeReader:
             elif stop == _STOP_LIMIT:
                 self.stopped_at = window.base + pos
                 return
-            elif stop == _STOP_MORE and not window.eof and needed <= CHUNK:
-                pos = window.fill(pos, CHUNK)
-            else:  # damage, a record for the reference decoder, a large one, or the end
+            elif stop == _STOP_MORE and not window.eof and window.holds(pos, needed):
+                pos = window.fill(pos, max(CHUNK, needed))
+            else:  # damage, a record for the reference decoder, a length past the end, the end
                 self._take_tally()
                 items, pos = frame_at(window, pos)
                 for item in items:
