@@ -14,7 +14,6 @@ import io
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -25,10 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gradcheck import fastpath
-from gradcheck.framing import Frame, iter_frames, masked_crc32c
+from gradcheck.framing import Frame, iter_frames
 from gradcheck.status import ExitStatus
 from tests import eventfiles as ef
 from tests.test_fastpath import check_file
+from tests.test_framing import header_claiming
 
 REPO = Path(__file__).resolve().parents[1]
 CUT = 1 << 20  # bytes left after the truncation
@@ -145,12 +145,6 @@ SETTINGS = settings(
 )
 Operation = tuple[str, float, int, int]  # kind, where (share of the length), size, a number
 HUGE_LENGTHS = [10**7, (1 << 31) - 1, 1 << 31, 1 << 40, (1 << 64) - 1]
-
-
-def header_claiming(length: int) -> bytes:
-    """A record header whose length CRC verifies, claiming ``length`` payload bytes."""
-    packed = struct.pack("<Q", length)
-    return packed + struct.pack("<I", masked_crc32c(packed))
 
 
 class Damaged:
