@@ -250,11 +250,18 @@ _LEARNING_RATE = re.compile(
 )
 
 
+_ANY_ROLE = re.compile(r"norm|nonfinite|scale|loss|learning|lr", re.IGNORECASE)
+"""A word every tag with a role holds: one search rules out the usual metric (``accuracy``,
+``tag_123``) before the patterns below (a run may log 10^6 scalar tags)."""
+
+
 def scalar_role(tag: str) -> ScalarRole | None:
     """The role of a scalar tag on its own, or ``None`` when gradcheck does not use it.
 
     ``<p>/grad_norm`` alone is read as a global norm; :func:`scalar_roles` reads it per
     parameter when the run holds several such tags."""
+    if not _ANY_ROLE.search(tag):
+        return None
     helper = _HELPER_SCALAR.match(tag)
     if helper:
         per_param, global_kind = _HELPER_KINDS[helper.group("prefix")]
