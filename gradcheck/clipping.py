@@ -10,14 +10,16 @@ after clipping.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
+from gradcheck.clip_advice import advice, guess_framework
 from gradcheck.config import Config
-from gradcheck.model import ClipInfo, StepSeries
-from gradcheck.series import RunData, ScalarSeries
-from gradcheck.signals import Parameter, common_steps
+from gradcheck.model import GLOBAL_NORM_ROW, ClipInfo, ClipKind, StepSeries
+from gradcheck.series import HistogramSeries, RunData, ScalarSeries
+from gradcheck.signals import GradientSignal, Parameter, common_steps
 from gradcheck.stats import median, percentile
 from gradcheck.tags import scalar_roles
 
@@ -27,6 +29,10 @@ CHART_WINDOWS = 512
 lowest and its highest point (1,024 points at most: a chart a few hundred pixels wide shows
 no more, and every spike and dip is kept); a report of 200 parameters then holds ~7 MB of
 series, not ~26 MB (measured, pickled)."""
+MIN_PINNED_SERIES = 2
+"""Per-tensor and value clipping apply one ceiling to every parameter: two parameters pinned
+at the same ceiling (or the run's only one) say so; a lone pinned series among several could
+be a coincidence of that series."""
 MIN_AT_CEILING = {True: 2, False: 5}
 """Steps at the ceiling that a pinned norm needs, exact or estimated: within the estimate's 2%
 tolerance, two or three noisy steps of an unclipped norm land near its maximum by chance (the
@@ -86,7 +92,7 @@ def pinned_ceiling(values: np.ndarray, config: Config, exact: bool = True) -> fl
     if finite.size < 3:
         return None
     ceiling = float(finite.max())
-    tolerance = config.clip_pinned_tolerance if exact else config.clip_pinned_tolerance_estimated
+    tolerance = _tolerance(exact, config)
     at_ceiling = np.abs(finite - ceiling) <= tolerance * ceiling
     if at_ceiling.sum() >= MIN_AT_CEILING[exact] and at_ceiling.mean() >= config.clip_pinned_share:
         return ceiling
@@ -94,9 +100,14 @@ def pinned_ceiling(values: np.ndarray, config: Config, exact: bool = True) -> fl
 
 
 def clip_info(
-    norms: list[GlobalNorm], config: Config, healthy_before: int | None
+    data: RunData,
+    parameters: list[Parameter],
+    norms: list[GlobalNorm],
+    config: Config,
+    healthy_before: int | None,
 ) -> ClipInfo | None:
-    """Clipping summary of the first usable global norm; pinned if any of them is pinned."""
+    """Clipping summary of the first usable global norm: how the run clips (global norm, per
+    tensor, by value, or not at all), how often, and where and how to clip (:mod:`clip_advice`)."""
     usable = [g for g in norms if np.isfinite(g.values).sum() >= 3]
     if not usable:
         return None
@@ -105,15 +116,14 @@ def clip_info(
         (g, c) for g in usable if (c := pinned_ceiling(g.values, config, g.exact)) is not None
     ]
     finite = main.values[np.isfinite(main.values)]
-    healthy = main.values[np.isfinite(main.values)]
     healthy_steps = main.steps[np.isfinite(main.values)]
-    if healthy_before is not None:
-        healthy = healthy[healthy_steps < healthy_before]
+    healthy = finite if healthy_before is None else finite[healthy_steps < healthy_before]
     suggested, rule = _suggestion(healthy, config, healthy_before)
     source = main.source
     if pinned and pinned[0][0] is not main:
         source += f"; pinned in the {pinned[0][0].source}"
-    return ClipInfo(
+    kind, clip_value, share = _kind(data, parameters, main, pinned, config)
+    info = ClipInfo(
         source=source,
         steps=(int(main.steps[0]), int(main.steps[-1])),
         median=median(finite),
@@ -130,7 +140,100 @@ def clip_info(
             main.values,
             main.steps[~np.isfinite(main.values)],
         ),
+        kind=kind,
+        clip_value=clip_value,
+        clipped_share=share,
+        suggested_share=None if suggested is None else float(np.mean(healthy > suggested)),
+        framework=guess_framework(data, parameters),
     )
+    return dataclasses.replace(info, advice=advice(info, config))
+
+
+def _kind(
+    data: RunData,
+    parameters: list[Parameter],
+    main: GlobalNorm,
+    pinned: list[tuple[GlobalNorm, float]],
+    config: Config,
+) -> tuple[ClipKind | None, float | None, float | None]:
+    """The kind of clipping, its ceiling, and the share of steps it acts on. Value and
+    per-tensor clipping come first: each pins every clipped parameter's own numbers, and
+    per-tensor clipping of every parameter pins the global norm too, while clipping the global
+    norm leaves each parameter's share of it free."""
+    gradients = [
+        p.gradient for p in parameters if p.gradient is not None and p.name != GLOBAL_NORM_ROW
+    ]
+    histograms = [
+        h for p in parameters if p.tags.gradient and (h := data.histograms.get(p.tags.gradient))
+    ]
+    value = _common_ceiling([_value_pin(h, config) for h in histograms], config)
+    if value is not None:
+        return "value", *value
+    per_tensor = _common_ceiling([_norm_pin(g, config) for g in gradients], config)
+    if per_tensor is not None:
+        return "per_tensor_norm", *per_tensor
+    if not pinned:
+        return None, None, None
+    where, ceiling = pinned[0]
+    tolerance = _tolerance(where.exact, config)
+    values = main.values[np.isfinite(main.values)]
+    if where is main:  # logged after clipping: the steps held at the ceiling
+        acted = np.abs(values - ceiling) <= tolerance * ceiling
+    else:  # a pre-clip norm beside post-clip gradients: the steps above the ceiling
+        acted = values > ceiling * (1 + tolerance)
+    return "global_norm", ceiling, float(acted.mean())
+
+
+Pin = tuple[float, np.ndarray, np.ndarray]
+"""A series pinned at a ceiling: the ceiling, the series' steps, and which of them are at it."""
+
+
+def _tolerance(exact: bool, config: Config) -> float:
+    return config.clip_pinned_tolerance if exact else config.clip_pinned_tolerance_estimated
+
+
+def _norm_pin(gradient: GradientSignal, config: Config) -> Pin | None:
+    """A parameter's own gradient norm pinned at a ceiling (per-tensor clipping)."""
+    ceiling = pinned_ceiling(gradient.norm, config, gradient.exact)
+    if ceiling is None:
+        return None
+    at = np.abs(gradient.norm - ceiling) <= _tolerance(gradient.exact, config) * ceiling
+    return ceiling, gradient.steps, at
+
+
+def _value_pin(histogram: HistogramSeries, config: Config) -> Pin | None:
+    """A gradient histogram whose largest magnitude sits at one value ±c at many steps (the
+    exact min/max of the histogram, not its buckets): clipping by value."""
+    magnitude = np.fmax(np.abs(histogram.column("min")), np.abs(histogram.column("max")))
+    ceiling = pinned_ceiling(magnitude, config)
+    if ceiling is None:
+        return None
+    return (
+        ceiling,
+        histogram.steps,
+        np.abs(magnitude - ceiling) <= config.clip_pinned_tolerance * ceiling,
+    )
+
+
+def _common_ceiling(pins: list[Pin | None], config: Config) -> tuple[float, float] | None:
+    """The ceiling that most pinned series share (at least ``MIN_PINNED_SERIES`` of them, or
+    the only series), and the share of their steps at which any of them sits at it."""
+    found = [pin for pin in pins if pin is not None]
+    needed = min(MIN_PINNED_SERIES, len(pins))
+    if not found or needed == 0:
+        return None
+    tolerance = config.clip_pinned_tolerance_estimated
+    groups = [
+        [other for other in found if abs(other[0] - pin[0]) <= tolerance * pin[0]] for pin in found
+    ]
+    group = max(groups, key=len)
+    if len(group) < needed:
+        return None
+    steps = np.unique(np.concatenate([pin[1] for pin in group]))
+    acted = np.zeros(steps.size, dtype=bool)
+    for _, pin_steps, at in group:
+        acted[np.searchsorted(steps, pin_steps[at])] = True
+    return median(np.array([pin[0] for pin in group])), float(acted.mean())
 
 
 def _suggestion(
@@ -144,8 +247,7 @@ def _suggestion(
     rounded = float(f"{value:.2g}")
     rule = (
         f"{level:g}th percentile of the global norm over {healthy.size} healthy steps "
-        f"({window}), 2 significant digits: only the largest {100 - level:g}% of healthy "
-        "steps would be clipped"
+        f"({window}), 2 significant digits"
     )
     return rounded, rule
 

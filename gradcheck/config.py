@@ -145,6 +145,12 @@ class Config:
     clip_suggest_percentile: float = 95.0
     """Suggested clip norm: this percentile of the global norm over the healthy steps (before
     any exploding onset or NaN), so that only the top 5% of healthy steps would be clipped."""
+    clip_most_steps_share: float = 0.5
+    """A ceiling that clips more than half the steps is too low: clipping is meant to catch
+    the rare spike (Pascanu et al. 2013 clip the norm only when it exceeds its usual level);
+    when most steps are clipped, nearly every update is rescaled to the ceiling, so the
+    optimizer takes steps of a fixed size and the clip acts as a smaller learning rate in
+    disguise."""
 
     # --- compare ---------------------------------------------------------------------------
     compare_factor: float = 4.0
@@ -228,6 +234,7 @@ RANGES: dict[str, Range] = {
     "clip_pinned_tolerance_estimated": _BELOW_ONE,
     "clip_pinned_share": _FRACTION,
     "clip_suggest_percentile": Range(0.0, 100.0, high_open=False),
+    "clip_most_steps_share": _FRACTION,
     "compare_factor": _FACTOR,
 }
 """The allowed values of every numeric threshold (README, Configuration)."""

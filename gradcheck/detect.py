@@ -127,7 +127,7 @@ def analyze_run(
         writers=tuple(dict.fromkeys(i.writer for i in data.file_infos if i.writer)),
         warnings=_warnings(data),
         layers=tuple(layers),
-        clipping=clip_info(norms, config, healthy_before),
+        clipping=clip_info(data, parameters, norms, config, healthy_before),
         counts=counts,
         gradients=gradients,
         holds="" if parameters else holdings(data, roles),

@@ -20,6 +20,11 @@ _BN_AFFINE_KERAS = re.compile(r"(?:^|[/._])(?:gamma|beta)$", re.IGNORECASE)
 _TORCH_AFFINE = re.compile(r"\.(?:weight|bias)$")
 # ``embed.weight``, ``word_embeddings.weight``, Keras ``embedding/embeddings``, ``tok_embed``
 _EMBEDDING = re.compile(r"embed", re.IGNORECASE)
+# torch's ``weight_hh_l0``/``bias_ih_l1_reverse``, Keras' ``recurrent_kernel``, layer names
+_RECURRENT = re.compile(
+    r"(?:weight|bias)_(?:hh|ih)_l\d|recurrent_kernel|lstm|gru|rnn", re.IGNORECASE
+)
+_GATED = re.compile(r"lstm|gru", re.IGNORECASE)
 
 
 def parameter_kind(name: str) -> ParameterKind:
@@ -57,7 +62,8 @@ def position(depth: int, count: int) -> Position:
 
 NAN_AFTER_RISE = (
     "Gradients blew up before the NaN: lower the learning rate, clip the global gradient norm "
-    "(torch.nn.utils.clip_grad_norm_, tf.clip_by_global_norm, Keras clipnorm), add warm-up, and "
+    "(torch.nn.utils.clip_grad_norm_, tf.clip_by_global_norm, Keras global_clipnorm), add "
+    "warm-up, and "
     "check that inputs and targets are normalised."
 )
 NAN_PLAIN = (
@@ -89,6 +95,39 @@ EXPLODING_RISE = (
     "norm (see the suggested clip norm), add warm-up; unnormalised inputs or targets and "
     "recurrent layers without clipping do this too."
 )
+EXPLODING_RECURRENT = (
+    "Gradients through time blew up, as recurrent layers do without clipping: clip the global "
+    "gradient norm (see the suggested clip norm; clipping by value changes the gradient's "
+    "direction), lower the learning rate, and initialise the recurrent weights orthogonally "
+    "(torch.nn.init.orthogonal_ on weight_hh, Keras recurrent_initializer='orthogonal') so that "
+    "their gain starts near 1."
+)
+RECURRENT_GATING = (
+    " A plain RNN is the worst case: a gated layer (LSTM or GRU) carries gradients across many "
+    "more time steps."
+)
+VANISHING_RECURRENT = (
+    "Gradients fade through the recurrent layer's time steps: the recurrent weights shrink the "
+    "gradient at every step and saturated gates or tanh units pass little back. Initialise the "
+    "recurrent weights orthogonally (torch.nn.init.orthogonal_ on weight_hh, Keras "
+    "recurrent_initializer='orthogonal'), keep the LSTM forget-gate bias at 1 (Keras "
+    "unit_forget_bias=True), shorten the sequences (truncated backpropagation through time)."
+)
+
+
+def is_recurrent(name: str) -> bool:
+    """A parameter of a recurrent layer, by name (``rnn.weight_hh_l0``, ``lstm/recurrent_kernel``,
+    ``gru_cell/kernel``)."""
+    return bool(_RECURRENT.search(name))
+
+
+def exploding_rise_hint(name: str) -> str:
+    """The hint for a rising gradient: recurrent layers get theirs (clip, not activations)."""
+    if not is_recurrent(name):
+        return EXPLODING_RISE
+    return EXPLODING_RECURRENT + ("" if _GATED.search(name) else RECURRENT_GATING)
+
+
 EXPLODING_DWARF = (
     "Gradients far larger than the weights they update: the loss scale and learning rate do not "
     "match (a sum instead of a mean reduction?) or targets are unnormalised; lower the learning "
@@ -151,8 +190,10 @@ STATIC_NO_GRADIENT_HERE = (
 )
 
 
-def vanishing_hint(rule: str, where: Position) -> str:
-    """The hint for a vanishing finding from ``rule`` (depth, absolute, decay)."""
+def vanishing_hint(rule: str, where: Position, name: str = "") -> str:
+    """The hint for a vanishing finding from ``rule`` (depth, absolute, decay) on ``name``."""
+    if is_recurrent(name):
+        return VANISHING_RECURRENT + ("" if _GATED.search(name) else RECURRENT_GATING)
     if rule == "absolute":
         return VANISHING_ZERO
     if rule == "decay":

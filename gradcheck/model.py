@@ -158,6 +158,8 @@ non-finite under dynamic loss scaling, skipped by the optimizer (mixed precision
 otherwise finite."""
 
 GLOBAL_NORM_ROW = "(global gradient norm)"
+ClipKind = Literal["global_norm", "per_tensor_norm", "value"]
+Framework = Literal["pytorch", "keras", "tensorflow"]
 """The name of the run-level row judged from a global gradient norm scalar, for a run that logs
 no per-parameter gradient."""
 
@@ -242,12 +244,27 @@ class ClipInfo:
     median: float
     p99: float
     maximum: float
-    clipped: bool  # looks pinned at a constant ceiling
-    ceiling: float | None
+    clipped: bool  # the global norm looks pinned at a constant ceiling
+    ceiling: float | None  # that global ceiling
     suggested_clip_norm: float | None
     rule: str  # how the suggestion was made, in words
     trend: tuple[float, ...] = ()
     series: StepSeries | None = None  # the global norm at every step (charts)
+    kind: ClipKind | None = None
+    """How the run clips, as its log shows it: ``global_norm`` (the global norm pinned at
+    ``ceiling``), ``per_tensor_norm`` (several parameters' own gradient norms pinned at one
+    ceiling while the global norm is not: Keras ``clipnorm``, ``tf.clip_by_norm`` per tensor),
+    ``value`` (gradient elements cut at ±``clip_value``: ``clip_grad_value_``, ``clipvalue``),
+    or None: not clipped, or clipped after the logging."""
+    clip_value: float | None = None  # the common ceiling of a per-tensor or value clip
+    clipped_share: float | None = None
+    """Share of logged steps the current clip acts on (None when not clipped): for a pre-clip
+    global norm the share above the ceiling, for a post-clip one the share at it; per tensor or
+    by value, the share of steps at which any parameter sits at the ceiling."""
+    suggested_share: float | None = None
+    """Share of healthy steps the suggested clip norm would clip."""
+    framework: Framework | None = None  # guessed from the writers and the tag style
+    advice: str = ""  # where and how to clip, or what the current clip does, in words
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,14 @@ real output, but nothing here comes from the analysis: formatters are tested on 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 
 import numpy as np
 
+from gradcheck.clip_advice import advice
+from gradcheck.config import DEFAULT_CONFIG
 from gradcheck.model import ClipInfo, LayerResult, Reference, Report, RunReport, StepSeries, Verdict
 
 NAN = math.nan
@@ -171,23 +174,35 @@ def troubled_run() -> RunReport:
             "(training still running?): 87 bytes not read",
         ),
         layers=layers,
-        clipping=ClipInfo(
-            source="scalar gradient_norm/global",
-            steps=(0, 31),
-            median=3.4,
-            p99=1.9e5,
-            maximum=math.inf,
-            clipped=False,
-            ceiling=None,
-            suggested_clip_norm=5.0,
-            rule="1.5x the median of the first half",
-            trend=(1.0, 2.0, math.inf),
-            series=step_series("global gradient L2 norm", (1.0, 2.0, 3.0, math.inf)),
+        clipping=with_advice(
+            ClipInfo(
+                source="scalar gradient_norm/global",
+                steps=(0, 31),
+                median=3.4,
+                p99=1.9e5,
+                maximum=math.inf,
+                clipped=False,
+                ceiling=None,
+                suggested_clip_norm=5.0,
+                rule="1.5x the median of the first half",
+                trend=(1.0, 2.0, math.inf),
+                kind="value",
+                clip_value=0.5,
+                clipped_share=0.75,
+                suggested_share=0.05,
+                framework="pytorch",
+                series=step_series("global gradient L2 norm", (1.0, 2.0, 3.0, math.inf)),
+            )
         ),
         counts={"nan": 1, "exploding": 1, "vanishing": 1, "static": 1, "ok": 2},
         updates="Kernels moved a median 4e-4 of their scale per update (usual: ~1e-3); slowest "
         "fc3.bias|odd 2e-6",
     )
+
+
+def with_advice(clip: ClipInfo) -> ClipInfo:
+    """``clip`` with the advice gradcheck gives for it."""
+    return dataclasses.replace(clip, advice=advice(clip, DEFAULT_CONFIG))
 
 
 def healthy_run() -> RunReport:

@@ -19,7 +19,7 @@ from gradcheck.report.escape import terminal_lines
 from gradcheck.report.interface import Formatter
 from gradcheck.report.view import (
     KEY_NUMBERS,
-    clipping_phrase,
+    clipping_lines,
     failing_first,
     report_summary,
     run_summary,
@@ -96,7 +96,7 @@ class HtmlFormatter(Formatter):
         parts += [f"<p>{escape(note)}</p>" for note in run.notes]
         parts += [_warning(warning) for warning in run.warnings]
         if run.clipping is not None:
-            parts.append(f"<p>{escape(clipping_phrase(run.clipping))}</p>")
+            parts += [f"<p>{escape(line)}</p>" for line in clipping_lines(run.clipping)]
             parts.append(self._chart(html_charts.clipping_figure(run.clipping, escape)))
         parts.append(_table(run.layers))
         for layer in run.layers:

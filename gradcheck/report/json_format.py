@@ -92,8 +92,14 @@ def clipping_document(clip: ClipInfo) -> dict[str, Any]:
         "max": finite(clip.maximum),
         "clipped": clip.clipped,
         "ceiling": finite(clip.ceiling),
+        "kind": clip.kind,
+        "clip_value": finite(clip.clip_value),
+        "clipped_share": finite(clip.clipped_share),
         "suggested_clip_norm": finite(clip.suggested_clip_norm),
+        "suggested_share": finite(clip.suggested_share),
         "rule": clip.rule,
+        "framework": clip.framework,
+        "advice": clip.advice,
         "trend": [finite(value) for value in clip.trend],
     }
 

@@ -10,7 +10,7 @@ from gradcheck.report.escape import markdown_code, markdown_text
 from gradcheck.report.interface import Formatter
 from gradcheck.report.view import (
     KEY_NUMBERS,
-    clipping_phrase,
+    clipping_lines,
     failing_first,
     plural,
     report_summary,
@@ -53,7 +53,8 @@ class MarkdownFormatter(Formatter):
         if run.warnings:
             lines.append("")
         if run.clipping is not None:
-            lines += [markdown_text(clipping_phrase(run.clipping)), ""]
+            lines += [f"{markdown_text(line)}  " for line in clipping_lines(run.clipping)]
+            lines.append("")
         if selection.listed:
             lines += _table(selection.listed) + [""]
         lines += _evidence_lines(selection.listed)

@@ -27,7 +27,7 @@ from gradcheck.report.view import (
     KEY_NUMBERS,
     LayerSelection,
     Note,
-    clipping_phrase,
+    clipping_lines,
     notes_for,
     plural,
     run_verdict_line,
@@ -79,7 +79,8 @@ class TableFormatter(Formatter):
         if warnings:
             console.print(Padding(hanging("!", warnings, "yellow"), (0, 0, 0, 2)))
         if run.clipping is not None:
-            console.print(Padding(Text(clipping_phrase(run.clipping)), (0, 0, 0, 2)))
+            for line in clipping_lines(run.clipping):
+                console.print(Padding(Text(line), (0, 0, 0, 2)))
         if listed:
             console.print(self._layer_table(listed))
         for line in _tail_lines(selection):

@@ -121,18 +121,33 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
+CLIP_KIND_PHRASE = {
+    "global_norm": "clipped by global norm at",
+    "per_tensor_norm": "each parameter's gradient norm clipped at",
+    "value": "gradients clipped by value at",
+}
+
+
+def clipping_lines(clip: ClipInfo) -> list[str]:
+    """The clipping sentence, and the advice on where and how to clip when there is one."""
+    return [clipping_phrase(clip), *([f"clipping: {clip.advice}"] if clip.advice else [])]
+
+
 def clipping_phrase(clip: ClipInfo) -> str:
     """One sentence on the run's global gradient norm, its clipping and a suggested clip norm."""
     text = (
         f"global gradient norm ({clip.source}): median {format_number(clip.median)}, "
         f"p99 {format_number(clip.p99)}, max {format_number(clip.maximum)}"
     )
-    if clip.clipped:
-        text += f"; looks clipped at {format_number(clip.ceiling)}"
+    if clip.kind is not None:
+        sign = "±" if clip.kind == "value" else ""
+        text += f"; {CLIP_KIND_PHRASE[clip.kind]} {sign}{format_number(clip.clip_value)}"
     if clip.suggested_clip_norm is not None:
         text += f"; suggested clip norm {format_number(clip.suggested_clip_norm)}"
         if clip.rule:
             text += f" ({clip.rule})"
+        if clip.suggested_share is not None:
+            text += f", clipping {clip.suggested_share:.0%} of healthy steps"
     return text + "."
 
 

@@ -218,7 +218,7 @@ def _gradient_rise(parameter: Parameter, context: RunContext) -> Finding | Excus
         severity("exploding", excess),
         rise.onset_step,
         evidence,
-        hints.EXPLODING_RISE,
+        hints.exploding_rise_hint(parameter.name),
         numbers,
         until_step=rise.last_above_step,
     )

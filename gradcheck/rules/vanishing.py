@@ -108,7 +108,7 @@ def _vanishing_absolute(parameter: Parameter, context: RunContext) -> Finding | 
         severity("vanishing", excess),
         _first_below(parameter, threshold),
         evidence,
-        hints.vanishing_hint("absolute", _where(parameter, context)),
+        hints.vanishing_hint("absolute", _where(parameter, context), parameter.name),
     )
 
 
@@ -159,7 +159,7 @@ def _vanishing_depth(parameter: Parameter, context: RunContext) -> Finding | Non
         severity("vanishing", threshold / max(ratio, 1e-300)),
         _first_below(parameter, threshold * largest),
         evidence,
-        hints.vanishing_hint("depth", _where(parameter, context)),
+        hints.vanishing_hint("depth", _where(parameter, context), parameter.name),
     )
 
 
@@ -207,6 +207,6 @@ def _vanishing_decay(parameter: Parameter, context: RunContext) -> Finding | Non
         severity("vanishing", limit / max(decay, 1e-300)),
         _first_below(parameter, early * config.vanish_decay_factor),
         evidence,
-        hints.vanishing_hint("decay", _where(parameter, context)),
+        hints.vanishing_hint("decay", _where(parameter, context), parameter.name),
         {"grad_decay_factor": decay},
     )
