@@ -90,7 +90,10 @@ def advice(info: ClipInfo, config: Config) -> str:
     instead = where_to_clip(info.framework, info.suggested_clip_norm)
     if info.kind == "global_norm":
         if not most:
-            return f"Clipped by global norm at {ceiling}: {acts}, only the spikes, as intended."
+            return (
+                f"Clipped by global norm at {ceiling}: {acts}, so most updates keep their "
+                "size and only the larger ones are scaled down, as intended."
+            )
         return (
             f"Clipped by global norm at {ceiling}: {acts}, more than "
             f"{config.clip_most_steps_share:.0%}, so nearly every update is rescaled to norm "

@@ -103,8 +103,8 @@ EXPLODING_RECURRENT = (
     "their gain starts near 1."
 )
 RECURRENT_GATING = (
-    " A plain RNN is the worst case: a gated layer (LSTM or GRU) carries gradients across many "
-    "more time steps."
+    " If it is a plain RNN, use a gated layer (LSTM or GRU): its gates carry the gradient "
+    "across many more time steps."
 )
 VANISHING_RECURRENT = (
     "Gradients fade through the recurrent layer's time steps: the recurrent weights shrink the "
