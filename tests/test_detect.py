@@ -471,6 +471,35 @@ def test_sibling_weights_of_biases() -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "recurrent"),
+    [
+        ("rnn.weight_hh_l0", True),
+        ("encoder.weight_ih_l1_reverse", True),
+        ("lstm/lstm_cell/recurrent_kernel", True),
+        ("gru/gru_cell/kernel", True),
+        ("simple_rnn/simple_rnn_cell/bias", True),
+        ("dense/kernel", False),
+        ("conv1.weight", False),
+        ("group_norm.weight", False),
+    ],
+)
+def test_recurrent_layers_are_known_by_name(name: str, recurrent: bool) -> None:
+    assert hints.is_recurrent(name) == recurrent
+
+
+def test_recurrent_hints_recommend_clipping_and_init_never_relu() -> None:
+    plain = hints.vanishing_hint("depth", "early", "rnn.weight_hh_l0")
+    gated = hints.vanishing_hint("depth", "early", "lstm/lstm_cell/recurrent_kernel")
+    exploding = hints.exploding_rise_hint("rnn.weight_hh_l0")
+    for hint in (plain, gated, exploding, hints.vanishing_hint("absolute", "late", "gru.bias")):
+        assert "ReLU" not in hint and "orthogonal" in hint
+    assert "gated layer (LSTM or GRU)" in plain and "gated layer" not in gated
+    assert "clip the global gradient norm" in exploding
+    assert "ReLU" in hints.vanishing_hint("depth", "early", "dense/kernel")
+    assert hints.exploding_rise_hint("dense/kernel") == hints.EXPLODING_RISE
+
+
+@pytest.mark.parametrize(
     ("depth", "count", "where"),
     [(0, 9, "early"), (4, 9, "middle"), (8, 9, "late"), (0, 2, "early"), (1, 2, "late")],
 )

@@ -235,3 +235,22 @@ def test_exploding_runs_are_nan_after_an_earlier_explosion(
         assert layer.first_bad_step is not None and layer.first_bad_step >= first_nan
         assert layer.first_bad_step == layer.onsets["nan"] > layer.onsets["exploding"]
         assert layer.onsets["exploding"] < first_nan
+
+
+@pytest.mark.parametrize(
+    ("name", "framework", "where"),
+    [
+        ("torch_clipped", "pytorch", "torch.nn.utils.clip_grad_norm_(model.parameters()"),
+        ("torch_frozen", "pytorch", "after loss.backward() and before optimizer.step()"),
+        ("keras_healthy_callback", "tensorflow", "tf.clip_by_global_norm(gradients, 0.75)"),
+        ("tf_loop_vanishing_sigmoid", "tensorflow", "global_clipnorm=0.34 on the optimizer"),
+    ],
+)
+def test_runs_logged_before_any_clip_get_advice_for_their_framework(
+    name: str, framework: str, where: str
+) -> None:
+    """torch_clipped logs before its clip_grad_norm_, so no clip shows; the others never clip."""
+    (run,) = analyze([str(SAMPLE_RUNS / name)]).runs
+    assert run.clipping is not None and run.clipping.kind is None
+    assert run.clipping.clipped_share is None and run.clipping.framework == framework
+    assert run.clipping.advice.startswith("Not clipped") and where in run.clipping.advice
