@@ -26,7 +26,7 @@ _KERAS_FIT_SCALAR = re.compile(r"^(?:epoch|batch)_")
 WHERE = {
     "pytorch": (
         "after loss.backward() and before optimizer.step(): "
-        "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={c}) "
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), {c}) "
         "(with AMP, call scaler.unscale_(optimizer) first, so that the norm is that of the "
         "true gradients)"
     ),
@@ -87,7 +87,11 @@ def advice(info: ClipInfo, config: Config) -> str:
     ceiling = f"{info.clip_value:.3g}"
     most = info.clipped_share > config.clip_most_steps_share
     acts = f"it acts on {info.clipped_share:.0%} of logged steps"
-    instead = where_to_clip(info.framework, info.suggested_clip_norm)
+    # The norms logged after a per-tensor or value clip are the clipped ones: no max_norm from them.
+    instead = (
+        f"{where_to_clip(info.framework, None)}, with max_norm from the norm before any clip "
+        "(log the gradients before clipping, and gradcheck suggests one)"
+    )
     if info.kind == "global_norm":
         if not most:
             return (

@@ -12,8 +12,6 @@ at the logged steps.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,97 +24,19 @@ from gradcheck.model import RunReport  # noqa: E402
 from gradcheck.pipeline import analyze  # noqa: E402
 from gradcheck.report.interface import Env  # noqa: E402
 from gradcheck.report.numbers import format_number  # noqa: E402
-from gradcheck.torch import log_gradients  # noqa: E402
+from tests.scripts import load_script  # noqa: E402
 
 pytestmark = pytest.mark.slow
-STEPS, EVERY, BATCH = 40, 2, 32
 
 
-@dataclass
-class Logged:
-    """What the loop saw at the logged steps, before clipping."""
-
-    path: Path
-    global_norms: list[float] = field(default_factory=list)
-    largest_tensor_norms: list[float] = field(default_factory=list)
-    largest_elements: list[float] = field(default_factory=list)
-
-
-class Recurrent(torch.nn.Module):
-    """``depth`` recurrent layers of 16 units and a linear head on the last time step."""
-
-    def __init__(self, cell: type, depth: int = 1, scale: float = 1.0) -> None:
-        super().__init__()
-        self.layers = torch.nn.ModuleList(
-            cell(3 if i == 0 else 16, 16, batch_first=True) for i in range(depth)
-        )
-        with torch.no_grad():
-            for parameter in self.layers.parameters():
-                parameter.mul_(scale)
-        self.head = torch.nn.Linear(16, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            x, _ = layer(x)
-        return self.head(x[:, -1])
-
-
-def train(log_dir: Path, clip: str | None = None, limit: float = 0.0, **model: object) -> Logged:
-    """Adam (SGD for the plain-RNN stack) on a memory task: the target is the first of 30
-    time steps' input, the loss is taken at the last one."""
-    from torch.utils.tensorboard import SummaryWriter
-
-    torch.manual_seed(0)
-    net = Recurrent(**model)  # type: ignore[arg-type]
-    generator = torch.Generator().manual_seed(1)
-    x = torch.randn(256, 30, 3, generator=generator)
-    y = x[:, 0, :1]
-    plain = model.get("cell") is torch.nn.RNN
-    optimizer = (
-        torch.optim.SGD(net.parameters(), lr=0.01)
-        if plain
-        else torch.optim.Adam(net.parameters(), lr=0.01)
-    )
-    writer = SummaryWriter(str(log_dir))
-    logged = Logged(log_dir)
-    for step in range(STEPS):
-        batch = slice((step * BATCH) % 256, (step * BATCH) % 256 + BATCH)
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(net(x[batch]), y[batch])
-        loss.backward()
-        gradients = [p.grad for p in net.parameters()]
-        if step % EVERY == 0:
-            flat = torch.cat([g.flatten() for g in gradients])
-            logged.global_norms.append(float(flat.norm()))
-            logged.largest_tensor_norms.append(max(float(g.norm()) for g in gradients))
-            logged.largest_elements.append(max(float(g.abs().max()) for g in gradients))
-        if clip == "global":
-            torch.nn.utils.clip_grad_norm_(net.parameters(), limit)
-        elif clip == "per_tensor":
-            for parameter in net.parameters():
-                torch.nn.utils.clip_grad_norm_([parameter], limit)
-        elif clip == "value":
-            torch.nn.utils.clip_grad_value_(net.parameters(), limit)
-        if step % EVERY == 0:
-            log_gradients(writer, net, step, bins=30)
-            writer.add_scalar("loss", loss.item(), step)
-        optimizer.step()
-    writer.close()
-    return logged
+CLIP_RUNS = load_script("clip_runs")
+Logged = CLIP_RUNS.Logged
 
 
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Logged]:
-    root = tmp_path_factory.mktemp("clipping")
-    lstm = {"cell": torch.nn.LSTM}
-    return {
-        "none": train(root / "none", **lstm),
-        "global_tight": train(root / "global_tight", "global", 0.1, **lstm),
-        "global_loose": train(root / "global_loose", "global", 0.5, **lstm),
-        "per_tensor": train(root / "per_tensor", "per_tensor", 0.05, **lstm),
-        "value": train(root / "value", "value", 0.01, **lstm),
-        "rnn_vanishing": train(root / "rnn_vanishing", cell=torch.nn.RNN, depth=3, scale=0.3),
-    }
+    """Every run of ``scripts/clip_runs.py``, trained once (seconds each)."""
+    return CLIP_RUNS.write_runs(tmp_path_factory.mktemp("clipping"))
 
 
 def report(logged: Logged) -> RunReport:
@@ -136,8 +56,8 @@ def test_an_unclipped_lstm_gets_a_clip_norm_from_healthy_steps_and_where_to_put_
     assert clip.framework == "pytorch"
     assert "after loss.backward() and before optimizer.step()" in clip.advice
     assert (
-        f"torch.nn.utils.clip_grad_norm_(model.parameters(), "
-        f"max_norm={clip.suggested_clip_norm:.2g})" in clip.advice
+        f"torch.nn.utils.clip_grad_norm_(model.parameters(), {clip.suggested_clip_norm:.2g})"
+        in clip.advice
     )
     assert "scaler.unscale_(optimizer) first" in clip.advice
 
@@ -183,6 +103,7 @@ def test_clipping_by_value_is_seen_in_the_histograms_min_and_max(
     assert clip.clipped_share == pytest.approx(expected)
     assert "changes the gradient's direction" in clip.advice
     assert "clip the global norm instead" in clip.advice
+    assert "clip_grad_norm_(model.parameters(), max_norm), with max_norm from" in clip.advice
 
 
 def test_clipping_kind_and_advice_reach_json_table_and_markdown(runs: dict[str, Logged]) -> None:

@@ -28,6 +28,7 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 TRANSCRIPT_COMMAND = "gradcheck analyze sample_runs/"
 SLOW_COMMAND = "gradcheck analyze sample_slow/"
 COMPARE_COMMAND = "gradcheck compare sample_pairs/summed_loss/fit sample_pairs/summed_loss/loop"
+CLIP_COMMAND = "gradcheck analyze sample_clipping/none sample_clipping/value"
 
 
 def fenced_block_after(marker: str) -> str:
@@ -90,6 +91,14 @@ def test_readme_slow_transcript_is_the_real_output(monkeypatch: pytest.MonkeyPat
     assert status == ExitStatus.OK  # slow is not in the default --fail-on
     assert "the whole model learns about 1,000x slower than usual" in output
     check_block("<!-- slow-transcript:", [f"$ {SLOW_COMMAND}", *normalise(output)])
+
+
+def test_readme_clipping_transcript_is_the_real_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    status, output = run_gradcheck(*CLIP_COMMAND.split()[1:])
+    assert status == ExitStatus.OK
+    assert "gradients clipped by value at ±1.0e-2" in output
+    check_block("<!-- clip-transcript:", [f"$ {CLIP_COMMAND}", *normalise(output)])
 
 
 def test_readme_help_excerpt_is_the_real_help() -> None:
