@@ -1,4 +1,5 @@
-"""Helpers shared by the run generators ``make_zoo.py`` and ``make_heldout.py``.
+"""Helpers shared by the run generators ``make_zoo.py``, ``make_heldout.py``,
+``compare_pairs.py`` and ``clip_runs.py``.
 
 The seed shift of ``--seed``, writing the runs with their ``expected.json``, the framework
 imports (one thread, seeded), the PyTorch summary writer, a plain MLP and the two PyTorch
@@ -9,6 +10,7 @@ Frameworks are imported only when a helper needs them.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -24,6 +26,18 @@ SEED_SHIFT = 0
 def seeded(seed: int) -> int:
     """``seed`` shifted by ``--seed``: the same runs with fresh data, inits and batches."""
     return seed + 1000 * SEED_SHIFT
+
+
+def out_and_only(description: str, names: list[str]) -> tuple[Path, list[str] | None]:
+    """``--out DIR [--only NAME ...]`` from the command line; exits if a run to write exists."""
+    parser = argparse.ArgumentParser(description=description.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--only", nargs="*", choices=sorted(names))
+    arguments = parser.parse_args()
+    for name in arguments.only or names:
+        if (arguments.out / name).exists():
+            sys.exit(f"{arguments.out / name} exists: remove it first")
+    return arguments.out, arguments.only
 
 
 def generate(out: Path, runs: list[tuple[str, Callable[[Path], None], Any]]) -> None:

@@ -22,7 +22,6 @@ reads ``sample_clipping/value`` and ``sample_clipping/none``, written by this sc
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,9 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from gradcheck.torch import log_gradients
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared _training.py
+from _training import out_and_only  # noqa: E402
 
 STEPS, EVERY, BATCH = 40, 2, 32
 
@@ -124,14 +126,7 @@ def write_runs(out: Path, names: list[str] | None = None) -> dict[str, Logged]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--only", nargs="*", choices=sorted(RUNS))
-    arguments = parser.parse_args()
-    for name in arguments.only or list(RUNS):
-        if (arguments.out / name).exists():
-            sys.exit(f"{arguments.out / name} exists: remove it first")
-    write_runs(arguments.out, arguments.only)
+    write_runs(*out_and_only(__doc__ or "", list(RUNS)))
 
 
 if __name__ == "__main__":

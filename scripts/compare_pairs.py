@@ -24,7 +24,6 @@ transcript reads ``sample_pairs/summed_loss``, written by this script
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -40,6 +39,9 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 import tensorflow as tf  # noqa: E402
 
 from gradcheck.keras import GradientLogger, log_step  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared _training.py
+from _training import out_and_only  # noqa: E402
 
 keras = tf.keras
 SEED = 0
@@ -176,14 +178,7 @@ def write_pairs(out: Path, names: list[str] | None = None) -> dict[str, Path]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--only", nargs="*", choices=sorted(PAIRS))
-    arguments = parser.parse_args()
-    for name in arguments.only or list(PAIRS):
-        if (arguments.out / name).exists():
-            sys.exit(f"{arguments.out / name} exists: remove it first")
-    write_pairs(arguments.out, arguments.only)
+    write_pairs(*out_and_only(__doc__ or "", list(PAIRS)))
 
 
 if __name__ == "__main__":
