@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 FORMAT_CHOICES = ("table", "json", "markdown", "csv", "github", "junit", "html")
 INSPECT_FORMAT_CHOICES = ("table", "json")
-COMPARE_FORMAT_CHOICES = ("table", "json", "markdown")
+COMPARE_FORMAT_CHOICES = ("table", "json", "markdown", "html")
 DEFAULT_TOP = 20
 
 EXIT_STATUS_HELP = """\b

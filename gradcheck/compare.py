@@ -22,10 +22,11 @@ import numpy as np
 
 from gradcheck import __version__, hints
 from gradcheck.causes import name_cause
+from gradcheck.clipping import chart_series
 from gradcheck.config import DEFAULT_CONFIG, Config
 from gradcheck.errors import InputError
 from gradcheck.matching import NamePair, match_names, names_phrase
-from gradcheck.model import Comparison, ParameterComparison, Verdict
+from gradcheck.model import Comparison, ParameterComparison, StepSeries, Verdict
 from gradcheck.pipeline import LoadedRun
 from gradcheck.signals import (
     GradientSignal,
@@ -141,6 +142,8 @@ def _compare(pair: NamePair, a: _Side, b: _Side, factor: float) -> ParameterComp
         first_divergent_step=ratios.first_divergent_step,
         diverges=ratios.first_divergent_step is not None or one_moves or update_out,
         difference=math.inf if one_moves else ratios.difference(),
+        grad_norm_series=ratios.grad_norm_series,
+        update_series=ratios.update_series,
     )
 
 
@@ -154,6 +157,8 @@ class _Ratios:
         self.first_divergent_step: int | None = None
         self.update_median: float | None = None
         self.step_size_median: float | None = None
+        self.grad_norm_series: tuple[StepSeries, StepSeries] | None = None
+        self.update_series: tuple[StepSeries, StepSeries] | None = None
 
     @classmethod
     def of(cls, a: Parameter | None, b: Parameter | None, factor: float) -> _Ratios:
@@ -182,6 +187,7 @@ class _Ratios:
         out |= np.isfinite(ratio) & ((ratio > factor) | (ratio < 1 / factor))
         ratio = np.where(np.isfinite(ratio), ratio, np.nan)
         self.common_steps = int(steps.size)
+        self.grad_norm_series = _pair("gradient L2 norm", steps, (norm_a, a), (norm_b, b))
         if steps.size:
             self.first = _number(ratio[0])
             defined = ratio[np.isfinite(ratio)]
@@ -207,6 +213,8 @@ class _Ratios:
         with np.errstate(divide="ignore", invalid="ignore"):
             update = move_b / move_a
         update = np.where(np.isfinite(update), update, np.nan)
+        label = "weight movement per step"
+        self.update_series = _pair(label, steps[1:], (move_a, a), (move_b, b))
         self.update_median = _finite_median(update)
         at = np.searchsorted(gradient_steps, steps[:-1])
         known = at < gradient_steps.size
@@ -222,6 +230,20 @@ class _Ratios:
         if self.first_divergent_step is not None and not logs:
             return math.inf  # diverges where no ratio is defined: zero or NaN in one run only
         return max(logs, default=0.0)
+
+
+def _pair(
+    label: str,
+    steps: np.ndarray,
+    a: tuple[np.ndarray, GradientSignal | WeightSignal],
+    b: tuple[np.ndarray, GradientSignal | WeightSignal],
+) -> tuple[StepSeries, StepSeries]:
+    """A's and B's ``values`` at the common ``steps``, as chart series (each signal's
+    non-finite steps among them marked)."""
+    return (
+        chart_series(label, steps, a[0], np.intersect1d(a[1].bad_steps, steps)),
+        chart_series(label, steps, b[0], np.intersect1d(b[1].bad_steps, steps)),
+    )
 
 
 def _movement_per_step(grids: np.ndarray, steps: np.ndarray) -> np.ndarray:

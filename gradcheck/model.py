@@ -344,6 +344,10 @@ class ParameterComparison:
     # or weights that move in one run only
     difference: float  # ranking key: log10 of the largest factor between the runs (inf when
     # the weights move in one run only)
+    grad_norm_series: tuple[StepSeries, StepSeries] | None = None
+    """A's and B's gradient norm at the common steps (the HTML format's charts)."""
+    update_series: tuple[StepSeries, StepSeries] | None = None
+    """A's and B's weight movement per step over the common weight steps (charts)."""
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ COMPARE_FORMATS: dict[str, str] = {
     "table": "gradcheck.report.compare_table:ComparisonTableFormatter",
     "json": "gradcheck.report.compare_json:ComparisonJsonFormatter",
     "markdown": "gradcheck.report.compare_markdown:ComparisonMarkdownFormatter",
+    "html": "gradcheck.report.compare_html:ComparisonHtmlFormatter",
 }
 
 __all__ = [

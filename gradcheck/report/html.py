@@ -35,7 +35,7 @@ h3{font-size:1.05em;margin-bottom:.2em}code{font-size:.95em;overflow-wrap:anywhe
 th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;white-space:nowrap}
 th{cursor:pointer;user-select:none;background:#f6f6f6}td.num{text-align:right}
 .nan,.exploding{color:#b00020;font-weight:bold}.vanishing{color:#8a6d00}.static{color:#6a3d9a}
-.slow{color:#795548}.overflow{color:#1f5fa8}.ok{color:#2e7d32}.hint{color:#555}.chart{width:100%}
+.slow{color:#795548}.diverges{color:#b00020}.overflow{color:#1f5fa8}.ok{color:#2e7d32}.hint{color:#555}.chart{width:100%}
 """
 
 SORT_SCRIPT = """
@@ -72,20 +72,13 @@ class HtmlFormatter(Formatter):
     """A standalone HTML document (plotly.js inlined, about 5 MB)."""
 
     def format(self, report: Report) -> str:
-        plotly = require("plotly", "html", "--format html")
-        self._charts = 0
+        require("plotly", "html", "--format html")
+        self._charts = Charts()
         body = [f"<h1>gradcheck {escape(report.version)}: {escape(report_summary(report))}</h1>"]
-        body += [_warning(warning) for warning in report.warnings]
+        body += [warning(text) for text in report.warnings]
         for run in failing_first(report.runs, self.options.fail_on):
             body += self._run(run)
-        return (
-            '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>gradcheck report</title>\n<style>{STYLE}</style>\n"
-            f'<script type="text/javascript">{plotly.offline.get_plotlyjs()}</script>\n'
-            "</head>\n<body>\n" + "\n".join(body) + f"\n<script>{SORT_SCRIPT}</script>\n"
-            "</body>\n</html>\n"
-        )
+        return page("gradcheck report", body)
 
     def _run(self, run: RunReport) -> list[str]:
         from gradcheck.report import html_charts
@@ -94,40 +87,62 @@ class HtmlFormatter(Formatter):
         if run.updates:
             parts.append(f"<p>{escape(run.updates)}.</p>")
         parts += [f"<p>{escape(note)}</p>" for note in run.notes]
-        parts += [_warning(warning) for warning in run.warnings]
+        parts += [warning(text) for text in run.warnings]
         if run.clipping is not None:
             parts += [f"<p>{escape(line)}</p>" for line in clipping_lines(run.clipping)]
-            parts.append(self._chart(html_charts.clipping_figure(run.clipping, escape)))
+            parts.append(self._charts.div(html_charts.clipping_figure(run.clipping, escape)))
         parts.append(_table(run.layers))
         for layer in run.layers:
             if layer.verdict != "ok":
                 parts += _finding(layer)
-                parts.append(self._chart(html_charts.finding_figure(layer, escape)))
+                parts.append(self._charts.div(html_charts.finding_figure(layer, escape)))
         profile = html_charts.profile_figure(run, escape)
         if profile is not None:
             parts.append("<h3>Gradient norms by depth (first layer at the top)</h3>")
-            parts.append(self._chart(profile))
+            parts.append(self._charts.div(profile))
         return parts
 
-    def _chart(self, figure: dict[str, Any] | None) -> str:
-        """The figure as a ``<div>`` with a stable id (the document is the same every time)."""
+
+def page(title: str, body: list[str]) -> str:
+    """The standalone document: ``body``'s parts (already escaped markup) with the style, the
+    inlined plotly.js and the script that sorts tables by a clicked heading."""
+    plotly = require("plotly", "html", "--format html")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{escape(title)}</title>\n<style>{STYLE}</style>\n"
+        f'<script type="text/javascript">{plotly.offline.get_plotlyjs()}</script>\n'
+        "</head>\n<body>\n" + "\n".join(body) + f"\n<script>{SORT_SCRIPT}</script>\n"
+        "</body>\n</html>\n"
+    )
+
+
+class Charts:
+    """Writes figures as ``<div>``s numbered in order (the document is the same every time)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def div(self, figure: dict[str, Any] | None) -> str:
+        """The figure as a ``<div id="chart-N">`` and its script ("" for no figure)."""
         if figure is None:
             return ""
         import plotly.io
 
-        self._charts += 1
+        self.count += 1
         return plotly.io.to_html(
             figure,
             validate=False,  # html_charts builds the dicts plotly.js reads; validating costs 0.1 s
             full_html=False,
             include_plotlyjs=False,
-            div_id=f"chart-{self._charts}",
+            div_id=f"chart-{self.count}",
             default_width="100%",
             config={"responsive": True, "displaylogo": False},
         )
 
 
-def _warning(text: str) -> str:
+def warning(text: str) -> str:
+    """A warning from the analysis (it may quote names from the log), escaped."""
     return f'<p class="warning">warning: {escape(text)}</p>'
 
 
@@ -146,16 +161,22 @@ def _finding(layer: LayerResult) -> list[str]:
 
 def _table(layers: tuple[LayerResult, ...]) -> str:
     headings = ["verdict", "parameter", "first bad step", *(n.label for n in KEY_NUMBERS)]
-    head = "".join(f"<th>{escape(h.replace(chr(10), ' '))}</th>" for h in headings)
     rows = [
         "<tr>"
         f'<td class="{layer.verdict}">{escape(layer.verdict)}</td>'
         f"<td><code>{escape(layer.name)}</code></td>"
-        + _number_cell(layer.first_bad_step, _step(layer.first_bad_step))
-        + "".join(_number_cell(_stat(layer, n.keys), n.of(layer)) for n in KEY_NUMBERS)
+        + number_cell(layer.first_bad_step, step_text(layer.first_bad_step))
+        + "".join(number_cell(_stat(layer, n.keys), n.of(layer)) for n in KEY_NUMBERS)
         + "</tr>"
         for layer in layers
     ]
+    return sortable_table(headings, rows)
+
+
+def sortable_table(headings: list[str], rows: list[str]) -> str:
+    """A table (``rows`` are ``<tr>`` markup) that sorts by a clicked heading, scrolling
+    sideways on its own when wider than the screen."""
+    head = "".join(f"<th>{escape(h.replace(chr(10), ' '))}</th>" for h in headings)
     body = "\n".join(rows)
     return (
         f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
@@ -163,7 +184,8 @@ def _table(layers: tuple[LayerResult, ...]) -> str:
     )
 
 
-def _step(step: int | None) -> str:
+def step_text(step: int | None) -> str:
+    """A step as text ("" for none)."""
     return "" if step is None else str(step)
 
 
@@ -171,7 +193,7 @@ def _stat(layer: LayerResult, keys: tuple[str, ...]) -> float | int | None:
     return next((layer.stats[key] for key in keys if key in layer.stats), None)
 
 
-def _number_cell(value: float | int | None, text: str) -> str:
+def number_cell(value: float | int | None, text: str) -> str:
     """A right-aligned cell whose ``data-value`` sorts numerically (empty when absent)."""
     raw = "" if value is None else repr(float(value))
     return f'<td class="num" data-value="{raw}">{escape(text)}</td>'

@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.model import ClipInfo, LayerResult, RunReport, StepSeries
+from gradcheck.model import ClipInfo, LayerResult, ParameterComparison, RunReport, StepSeries
 
 Label = Callable[[str], str]
 Figure = dict[str, Any]
 NONFINITE_COLOR = "#d62728"
 ONSET_COLOR = "#ff7f0e"
 LEVEL_COLOR = "#7f7f7f"
+RUN_COLORS = {"A": "#1f77b4", "B": "#2ca02c"}  # compare: run A's and run B's lines
 PROFILE_BINS = 120
 """Step bins of the depth profile: enough to see a trend across a phone's width."""
 
@@ -41,7 +42,7 @@ def finding_figure(layer: LayerResult, label: Label) -> Figure | None:
     ]
     layout: dict[str, Any] = {
         "xaxis": {"title": {"text": "step"}},
-        "yaxis": _value_axis(series, label(series.label)),
+        "yaxis": _value_axis(series.values, label(series.label)),
         "shapes": [],
         "annotations": [],
     }
@@ -53,7 +54,11 @@ def finding_figure(layer: LayerResult, label: Label) -> Figure | None:
         return _styled(data, layout, height=320)
     data.append({**_line(update, label), "yaxis": "y2"})
     layout["yaxis"]["domain"] = [0.36, 1.0]
-    layout["yaxis2"] = {**_value_axis(update, "update"), "domain": [0.0, 0.26], "anchor": "x"}
+    layout["yaxis2"] = {
+        **_value_axis(update.values, "update"),
+        "domain": [0.0, 0.26],
+        "anchor": "x",
+    }
     layout["xaxis"]["anchor"] = "y2"
     return _styled(data, layout, height=420)
 
@@ -99,8 +104,62 @@ def clipping_figure(clip: ClipInfo, label: Label) -> Figure | None:
         data.append(_level(series, clip.ceiling, "clip ceiling"))
     if clip.suggested_clip_norm is not None:
         data.append(_level(series, clip.suggested_clip_norm, "suggested clip norm"))
-    layout = {"xaxis": {"title": {"text": "step"}}, "yaxis": _value_axis(series, "global norm")}
+    layout = {
+        "xaxis": {"title": {"text": "step"}},
+        "yaxis": _value_axis(series.values, "global norm"),
+    }
     return _styled(data, layout, height=300)
+
+
+def comparison_figure(parameter: ParameterComparison, label: Label) -> Figure | None:
+    """A's and B's gradient norm over their common steps (log scale), the step where they
+    part marked; their weight movement per step in a panel under it."""
+    norms, updates = parameter.grad_norm_series, parameter.update_series
+    if norms is None and updates is None:
+        return None
+    layout: dict[str, Any] = {"xaxis": {"title": {"text": "step"}}}
+    data = _runs_overlaid(norms, "y", label)
+    if norms is not None:
+        layout["yaxis"] = _value_axis(_joined(norms), label(norms[0].label))
+    if parameter.first_divergent_step is not None:
+        step = parameter.first_divergent_step
+        layout["shapes"] = [_onset_line(step)]
+        layout["annotations"] = [_onset_label(step, f"parts at {step}", 1.0)]
+    if updates is None:
+        return _styled(data, layout, height=320)
+    axis = "y2" if norms is not None else "y"
+    data += _runs_overlaid(updates, axis, label)
+    update_axis = _value_axis(_joined(updates), "movement")
+    if norms is None:
+        layout["yaxis"] = update_axis
+        return _styled(data, layout, height=320)
+    layout["yaxis"]["domain"] = [0.36, 1.0]
+    layout["yaxis2"] = {**update_axis, "domain": [0.0, 0.26], "anchor": "x"}
+    layout["xaxis"]["anchor"] = "y2"
+    return _styled(data, layout, height=420)
+
+
+def _runs_overlaid(
+    pair: tuple[StepSeries, StepSeries] | None, axis: str, label: Label
+) -> list[dict[str, Any]]:
+    """Run A's and run B's line of one quantity, each in its run's colour."""
+    if pair is None:
+        return []
+    traces = []
+    for run, series in zip(RUN_COLORS, pair, strict=True):
+        line = {"color": RUN_COLORS[run]}
+        traces.append({**_line(series, label), "name": f"{run}: {label(series.label)}",
+                       "line": line, "yaxis": axis})  # fmt: skip
+        traces += [
+            {**mark, "name": f"{run}: NaN or inf", "yaxis": axis}
+            for mark in _nonfinite_marks(series)
+        ]
+    return traces
+
+
+def _joined(pair: tuple[StepSeries, StepSeries]) -> np.ndarray:
+    """Both runs' values (the axis type both share is chosen from them)."""
+    return np.concatenate([pair[0].values, pair[1].values])
 
 
 def axis_type(values: np.ndarray) -> str:
@@ -110,8 +169,8 @@ def axis_type(values: np.ndarray) -> str:
     return "log" if finite.size and (finite > 0).mean() >= 0.5 else "linear"
 
 
-def _value_axis(series: StepSeries, title: str) -> dict[str, Any]:
-    return {"type": axis_type(series.values), "title": {"text": title}, "exponentformat": "e"}
+def _value_axis(values: np.ndarray, title: str) -> dict[str, Any]:
+    return {"type": axis_type(values), "title": {"text": title}, "exponentformat": "e"}
 
 
 def _line(series: StepSeries, label: Label) -> dict[str, Any]:
