@@ -288,6 +288,7 @@ COMPARE_CHECKS: dict[str, Callable[[str], None]] = {
     "json": lambda text: _assert_in(
         set(HOSTILE_PARAMETERS), {p["name"] for p in json.loads(text)["parameters"]}, subset=True
     ),
+    "html": lambda text: check_html(text, Path()),
 }
 
 

@@ -1,5 +1,6 @@
 """The HTML format: the document (golden, with plotly's bundle and chart data left out), its
-charts as plotly figures, escaping, the install hint without plotly, and a real browser."""
+charts as plotly figures, escaping, the install hint without plotly, and a real browser; the
+same for ``gradcheck compare --format html`` on the committed pair ``sample_pairs/summed_loss``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import numpy as np
 import pytest
 
 from gradcheck._optional import MissingDependencyError
+from gradcheck.model import Comparison
+from gradcheck.report.compare_html import ComparisonHtmlFormatter
 from gradcheck.report.html import HtmlFormatter, escape
 from tests import browser
 from tests.handmade import HOSTILE_RUN, hostile_report, sample_report
@@ -19,6 +22,8 @@ from tests.test_formats import check_golden
 plotly = pytest.importorskip("plotly")
 from gradcheck.report import html_charts  # noqa: E402 - needs plotly
 
+REPO = Path(__file__).resolve().parents[1]
+PAIR = ("sample_pairs/summed_loss/fit/train", "sample_pairs/summed_loss/loop")
 CHART_SCRIPT = re.compile(r"<script[^>]*>\s*window\.PLOTLYENV.*?</script>", re.S)
 URL_ATTRIBUTE = re.compile(r"""\b(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", re.I)
 
@@ -33,6 +38,44 @@ def without_plotly(text: str) -> str:
 
 def test_html_golden() -> None:
     check_golden("report.html", without_plotly(HtmlFormatter().format(sample_report())))
+
+
+def summed_loss(monkeypatch: pytest.MonkeyPatch) -> Comparison:
+    """``gradcheck compare`` of the committed pair (B sums its loss over batches of 32), run
+    from the repository so that the document names the runs by relative paths."""
+    from gradcheck.compare import compare_runs
+    from gradcheck.pipeline import load_runs
+
+    monkeypatch.chdir(REPO)
+    return compare_runs(*load_runs(list(PAIR)))
+
+
+def test_comparison_html_golden(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = ComparisonHtmlFormatter().format(summed_loss(monkeypatch))
+    assert len(re.findall(r'<div id="chart-\d+"', text)) == 4  # every parameter diverges
+    assert text.count("<tr>") == 1 + 4
+    check_golden("comparison.html", without_plotly(text))
+
+
+def test_comparison_chart_overlays_both_runs_at_the_common_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kernel = summed_loss(monkeypatch).parameters[0]
+    figure = html_charts.comparison_figure(kernel, str)
+    assert figure is not None and figure["layout"]["yaxis"]["type"] == "log"
+    norm_a, norm_b, move_a, move_b = figure["data"]
+    assert [t["name"] for t in figure["data"]] == [
+        "A: gradient L2 norm",
+        "B: gradient L2 norm",
+        "A: weight movement per step",
+        "B: weight movement per step",
+    ]
+    assert norm_a["x"] == norm_b["x"] == list(range(12))  # the common steps 0-11
+    assert move_a["x"] == move_b["x"] == list(range(1, 12))  # per interval, at its end
+    assert norm_b["y"][0] / norm_a["y"][0] == pytest.approx(kernel.grad_norm_ratio_first)
+    assert kernel.grad_norm_ratio_first == pytest.approx(32, rel=0.05)  # the batch of 32
+    assert {move_a["yaxis"], move_b["yaxis"]} == {"y2"}
+    assert [shape["x0"] for shape in figure["layout"]["shapes"]] == [0]  # they part at once
 
 
 def test_html_is_self_contained() -> None:
@@ -108,12 +151,17 @@ def test_html_without_plotly_says_how_to_install_it(monkeypatch: pytest.MonkeyPa
 # --- in a browser ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["sample", "hostile"])
-def test_html_renders_in_chromium(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["sample", "hostile", "comparison"])
+def test_html_renders_in_chromium(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     browser.chromium()  # skips without one
-    report = sample_report() if name == "sample" else hostile_report()
+    if name == "comparison":
+        text = ComparisonHtmlFormatter().format(summed_loss(monkeypatch))
+    else:
+        text = HtmlFormatter().format(sample_report() if name == "sample" else hostile_report())
     page = tmp_path / f"{name}.html"
-    page.write_text(HtmlFormatter().format(report), encoding="utf-8")
+    page.write_text(text, encoding="utf-8")
     charts = page.read_text(encoding="utf-8").count("Plotly.newPlot(")
     rendered = browser.render(page, tmp_path)
     assert rendered.console == []  # no error, no uncaught exception, and no injected script
