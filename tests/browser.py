@@ -28,6 +28,26 @@ FLAGS = (
     "--disable-sync",
 )
 CONSOLE = re.compile(r":CONSOLE[:(]\d*\)?\] (.*)")
+PHONE_WIDTH = 390  # CSS pixels: an iPhone 12-15's screen in portrait
+WIDTH_PROBE = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="page" src="{src}" style="width:{width}px;height:800px;border:0"></iframe>
+<script>
+document.getElementById("page").addEventListener("load", function () {{
+  var frame = this;
+  setTimeout(function () {{
+    var root = frame.contentDocument.documentElement, right = 0;
+    root.querySelectorAll(".main-svg").forEach(function (svg) {{
+      right = Math.max(right, Math.ceil(svg.getBoundingClientRect().right));
+    }});
+    document.body.dataset.widths = root.scrollWidth + " " + root.clientWidth + " " + right;
+  }}, 2000);
+}});
+</script></body></html>
+"""
+"""A page that shows ``src`` in a frame ``width`` CSS pixels wide (headless Chromium's window
+is at least 500 pixels wide) and writes, once its charts are drawn, how wide the document is
+how wide its viewport (without the scroll bar) and where the rightmost chart ends into
+``body[data-widths]``."""
 TIME_BUDGET_MS = 10_000  # virtual time for the page's scripts (plotly draws in well under 1 s)
 
 
@@ -62,6 +82,28 @@ def render(page: Path, workdir: Path) -> Rendered:
     """Open ``page`` (a file) and return its final DOM and console messages."""
     done = _run(page, workdir / "profile-dom", "--enable-logging=stderr", "--v=0", "--dump-dom")
     return Rendered(dom=done.stdout, console=CONSOLE.findall(done.stderr))
+
+
+@dataclass(frozen=True)
+class Widths:
+    """CSS pixels, in a window of a given width."""
+
+    document: int  # the document's scroll width
+    viewport: int  # the window's, without its scroll bar
+    charts: int  # where the rightmost chart's SVG ends (0 without charts)
+
+
+def widths_at(page: Path, workdir: Path, width: int = PHONE_WIDTH) -> Widths:
+    """How wide ``page``'s document and charts are in a window ``width`` CSS pixels wide: on
+    a page that fits a phone, neither is wider than the viewport (a chart cut off by its
+    ``overflow: hidden`` box is too wide as well)."""
+    probe = workdir / f"probe-{page.stem}.html"
+    probe.write_text(WIDTH_PROBE.format(src=page.resolve().as_uri(), width=width))
+    allow = "--allow-file-access-from-files"  # the probe reads its frame's document
+    done = _run(probe, workdir / "profile-width", allow, "--dump-dom")
+    found = re.search(r'data-widths="(\d+) (\d+) (\d+)"', done.stdout)
+    assert found, "the width probe wrote nothing: the page did not load in time"
+    return Widths(*(int(number) for number in found.groups()))
 
 
 def screenshot(page: Path, target: Path, width: int = 1280, height: int = 2400) -> Path:

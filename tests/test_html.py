@@ -173,6 +173,9 @@ def test_html_renders_in_chromium(
         assert HOSTILE_RUN not in rendered.dom  # it is there as text, so serialised escaped
         assert "console.log('INJECTED')" in rendered.dom.replace("&lt;", "<").replace("&gt;", ">")
         assert "<script>console.log('INJECTED')" not in rendered.dom  # not an element
+    widths = browser.widths_at(page, tmp_path)  # on a phone
+    assert widths.viewport < browser.PHONE_WIDTH and widths.document <= widths.viewport
+    assert 0.8 * widths.viewport < widths.charts <= widths.viewport  # as wide as the page
     shot = browser.screenshot(page, tmp_path / f"{name}.png")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 

@@ -30,12 +30,14 @@ body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:
 max-width:1100px;padding:12px;color:#222}
 h1{font-size:1.4em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ccc}
 h3{font-size:1.05em;margin-bottom:.2em}code{font-size:.95em;overflow-wrap:anywhere}
+p,h1,h2,h3{overflow-wrap:anywhere}.plotly-graph-div{max-width:100%;overflow:hidden}
+.diverges{color:#b00020}
 .warning{background:#fff4e5;border-left:4px solid #f0a020;padding:4px 8px;margin:4px 0}
 .scroll{overflow-x:auto}table{border-collapse:collapse;font-size:.9em}
 th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;white-space:nowrap}
 th{cursor:pointer;user-select:none;background:#f6f6f6}td.num{text-align:right}
 .nan,.exploding{color:#b00020;font-weight:bold}.vanishing{color:#8a6d00}.static{color:#6a3d9a}
-.slow{color:#795548}.diverges{color:#b00020}.overflow{color:#1f5fa8}.ok{color:#2e7d32}.hint{color:#555}.chart{width:100%}
+.slow{color:#795548}.overflow{color:#1f5fa8}.ok{color:#2e7d32}.hint{color:#555}.chart{width:100%}
 """
 
 SORT_SCRIPT = """

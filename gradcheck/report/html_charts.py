@@ -262,6 +262,7 @@ def _styled(data: list[dict[str, Any]], layout: dict[str, Any], height: int) -> 
     layout = {
         **layout,
         "height": height,
+        "autosize": True,  # as wide as the page (with the config's ``responsive``: on resize)
         "margin": {"l": 60, "r": 20, "t": 50, "b": 40},
         "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
         "plot_bgcolor": "white",
