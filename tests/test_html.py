@@ -146,6 +146,9 @@ def test_html_without_plotly_says_how_to_install_it(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "plotly", None)  # import plotly now raises ImportError
     with pytest.raises(MissingDependencyError, match=r"pip install 'gradcheck\[html\]'"):
         HtmlFormatter().format(sample_report())
+    comparison = summed_loss(monkeypatch)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'gradcheck\[html\]'"):
+        ComparisonHtmlFormatter().format(comparison)
 
 
 # --- in a browser ----------------------------------------------------------------------------
