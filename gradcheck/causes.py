@@ -44,7 +44,7 @@ def name_cause(
         step = min(p.first_divergent_step for p in parting if p.first_divergent_step is not None)
         first = [p for p in parting if p.first_divergent_step == step]
         return (
-            f"The runs agree at first and part at step {step}: the gradient ratio B/A of "
+            f"The runs part at step {step}: the gradient ratio B/A of "
             f"{_names(first)} leaves [1/{_factor(factor)}, {_factor(factor)}] there "
             f"({len(parting)} of {len(both)} parameters part in all).",
             "diverges_later",
@@ -77,6 +77,10 @@ def _gradient_factor(
     band, on a log scale) count as one factor.
     """
     ratios = [p.grad_norm_ratio_first for p in both if p.grad_norm_ratio_first]
+    if 2 * len(ratios) <= len(both) or _blew_up(both):
+        return None  # most parameters' first ratio missing, or a run that blew up: no factor
+    if not MIN_FACTOR <= median(ratios) <= MAX_FACTOR:
+        return None  # no batch size or loss reduction makes a factor this large
     above = ratios and all(r > factor for r in ratios)
     below = ratios and all(r < 1 / factor for r in ratios)
     if not (above or below) or max(ratios) / min(ratios) > math.sqrt(factor):
@@ -141,8 +145,23 @@ def _moving_in_one_run(
     return None
 
 
+def _blew_up(both: Sequence[ParameterComparison]) -> bool:
+    """Whether either run's verdicts say it blew up: its ratios then measure the blow-up."""
+    bad = {"nan", "exploding", "overflow"}
+    return any(p.verdict_a in bad or p.verdict_b in bad for p in both)
+
+
+MAX_FACTOR = 1e5
+MIN_FACTOR = 1 / MAX_FACTOR
+"""A constant gradient factor from the first step is read as a loss reduction or batch size
+only up to this (batches beyond 10^5 examples are rare; larger factors are a blow-up)."""
+
+
 def _learning_rate(both: Sequence[ParameterComparison], factor: float) -> tuple[Cause, str] | None:
-    """Updates per unit of gradient a factor apart while the gradients start alike."""
+    """Updates per unit of gradient a factor apart while the gradients start alike (never
+    after a blow-up: the updates then measure it, not the learning rate)."""
+    if _blew_up(both):
+        return None
     firsts = [p.grad_norm_ratio_first for p in both if p.grad_norm_ratio_first]
     steps = [p.step_size_ratio_median for p in both if p.step_size_ratio_median]
     if not firsts or not steps or not 1 / factor <= median(firsts) <= factor:

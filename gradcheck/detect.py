@@ -133,7 +133,16 @@ def analyze_run(
         holds="" if parameters else holdings(data, roles),
         notes=coverage_notes(parameters, gradients) + ((whole_model,) if whole_model else ()),
         updates=updates,
+        wall_times=_wall_times(data),
     )
+
+
+def _wall_times(data: RunData) -> tuple[float, float] | None:
+    """When the run's histograms were written: first and last wall time."""
+    times = [s.wall_times for s in data.histograms.values() if s.wall_times.size]
+    if not times:
+        return None
+    return float(min(t.min() for t in times)), float(max(t.max() for t in times))
 
 
 def _outcomes(

@@ -288,6 +288,8 @@ class RunReport:
     """How far the run's kernels moved per update, in words ("Kernels moved a median 2e-3 of
     their scale per update (usual: ~1e-3); slowest conv1/kernel 1e-7"); empty when no kernel's
     movement could be measured."""
+    wall_times: tuple[float, float] | None = None
+    """First and last wall time of the run's histograms (None without any)."""
 
     @property
     def judgeable(self) -> bool:

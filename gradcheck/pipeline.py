@@ -76,19 +76,30 @@ MAX_DISAGREEMENTS = 3
 def disagreements(reports: Sequence[RunReport]) -> tuple[str, ...]:
     """A line for each pair of runs that look like one training logged twice and give some
     parameters different verdicts, with what tells the two runs apart: the same parameters,
-    one run with gradients and the other without (Keras' TensorBoard callback in ``train/``
-    and gradcheck's logger beside it). Runs of a sweep log the same parameters the same way:
-    they differ in their verdicts by design and are not compared."""
+    one run with gradients and the other without, written during the same time (Keras'
+    TensorBoard callback in ``train/`` and gradcheck's logger beside it). Runs of a sweep log
+    the same parameters the same way: they differ in their verdicts by design and are not
+    compared."""
     lines = [
         line
         for at, first in enumerate(reports)
         for second in reports[at + 1 :]
-        if first.gradients != second.gradients and (line := _disagreement(first, second))
+        if first.gradients != second.gradients
+        and _written_together(first, second)
+        and (line := _disagreement(first, second))
     ]
     if len(lines) > MAX_DISAGREEMENTS:
         rest = len(lines) - MAX_DISAGREEMENTS
         lines = [*lines[:MAX_DISAGREEMENTS], f"... and {rest} more pairs of runs that disagree"]
     return tuple(lines)
+
+
+def _written_together(a: RunReport, b: RunReport) -> bool:
+    """Whether the two runs' histograms were written during the same time (one training's
+    two loggers), not one after the other or by unrelated trainings."""
+    if a.wall_times is None or b.wall_times is None:
+        return False
+    return a.wall_times[0] <= b.wall_times[1] and b.wall_times[0] <= a.wall_times[1]
 
 
 def _disagreement(a: RunReport, b: RunReport) -> str:

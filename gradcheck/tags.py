@@ -211,6 +211,13 @@ _HELPER_KINDS: dict[str, tuple[ScalarKind, ScalarKind | None]] = {
     "weight_nonfinite": ("weight_nonfinite", None),
 }
 _GLOBAL_NAMES = frozenset(("global", "total", "all"))
+_AGGREGATE = re.compile(
+    r"^(?:min|max|mean|avg|average|median|std|var|sum|count|clip\w*|pre_?clip|post_?clip"
+    r"|(?:p|percentile_?)\d+)$",
+    re.IGNORECASE,
+)
+"""Names under ``grad_norm/`` that summarise all parameters' norms (``grad_norm/max``,
+``grad_norm/clipped``) rather than name one."""
 """Parameter names that stand for all gradients together (``gradient_norm/global``)."""
 _GRAD_NORM_WORD = r"grad(?:ient)?s?[-_ ]?(?:l2[-_ ]?)?norms?"
 _P_NORM = r"grad_(?:[0-9.]+|inf)_norm"
@@ -277,6 +284,8 @@ def scalar_role(tag: str) -> ScalarRole | None:
             name = match.group("name")
             if name.lower() in _GLOBAL_NAMES:
                 return ScalarRole("global_grad_norm")
+            if _AGGREGATE.match(name):
+                return None  # ``grad_norm/max``: a statistic over parameters, not one of them
             return ScalarRole("grad_norm", normalise_name(name))
     if _SUFFIX_GRAD_NORM.match(tag):
         return ScalarRole("global_grad_norm")

@@ -356,11 +356,32 @@ def test_a_factor_on_a_s_side_is_said_the_other_way_round() -> None:
     from gradcheck.causes import name_cause
 
     parameters = [
-        _parameter(name, grad_norm_ratio_first=ratio, moves_a=True, moves_b=True)
+        _parameter(name, grad_norm_ratio_first=ratio, moves_a=True, moves_b=True, verdict_b="ok")
         for name, ratio in (("w", 1 / 256), ("b", 1 / 250))
     ]
     summary, cause = name_cause(parameters, 4.0, 10)
     assert cause == "gradient_factor"
     assert summary.startswith("A's gradients are 253x B's from the first step")
-    spread = [*parameters, _parameter("v", grad_norm_ratio_first=1 / 20, moves_b=True)]
+    spread = [
+        *parameters,
+        _parameter("v", grad_norm_ratio_first=1 / 20, moves_b=True, verdict_b="ok"),
+    ]
     assert name_cause(spread, 4.0, 10)[1] != "gradient_factor"  # not one factor: no such cause
+
+
+def test_no_constant_factor_or_learning_rate_is_named_after_a_blow_up() -> None:
+    """A run that diverged has ratios that measure the blow-up: 'a batch of 4e27?' or 'B's
+    learning rate 1095x A's?' were named between a healthy run and its diverged twin."""
+    from gradcheck.causes import name_cause
+
+    blown = [
+        _parameter(name, grad_norm_ratio_first=ratio, moves_a=True, moves_b=True, verdict_b=v)
+        for name, ratio, v in (("w", 4e27, "nan"), ("b", 3.9e27, "ok"))
+    ]
+    summary, cause = name_cause(blown, 4.0, 10)
+    assert cause not in ("gradient_factor", "learning_rate"), summary
+    absurd = [
+        _parameter(name, grad_norm_ratio_first=4e27, moves_a=True, moves_b=True, verdict_b="ok")
+        for name in ("w", "b")
+    ]
+    assert name_cause(absurd, 4.0, 10)[1] != "gradient_factor"

@@ -384,16 +384,17 @@ def test_two_runs_of_one_training_that_disagree_say_why(tmp_path: Path) -> None:
     names = ("fc1.weight", "fc2.weight", "fc3.weight")
     start = {name: rng.normal(0, 0.1, 64) for name in names}
     epochs = tensorboardX.SummaryWriter(str(tmp_path / "keras" / "train"))
-    for epoch in range(5):
-        for name in names:
-            moved = 0.0 if name == "fc2.weight" else 0.05 * epoch
-            epochs.add_histogram(name, start[name] + moved, epoch)
-    epochs.close()
     steps = tensorboardX.SummaryWriter(str(tmp_path / "gradcheck"))
-    for step in range(0, 40, 4):
+    for step in range(0, 40, 4):  # one training: both loggers write as it goes
         for name in names:
             steps.add_histogram(f"weights/{name}", start[name] + 0.005 * step, step)
             steps.add_histogram(f"gradients/{name}", rng.normal(0, 0.01, 64), step)
+        if step % 8 == 0:
+            epoch = step // 8
+            for name in names:
+                moved = 0.0 if name == "fc2.weight" else 0.05 * epoch
+                epochs.add_histogram(name, start[name] + moved, epoch)
+    epochs.close()
     steps.close()
     result = invoke("analyze", str(tmp_path), "--format", "json")
     document = json.loads(result.stdout)
@@ -406,3 +407,60 @@ def test_two_runs_of_one_training_that_disagree_say_why(tmp_path: Path) -> None:
     assert "log the same 3 parameters (one training logged twice?)" in warning
     assert "fc2.weight (ok / static)" in warning or "fc2.weight (static / ok)" in warning
     assert "with no gradients, steps 0-4" in warning and "with gradients, steps 0-36" in warning
+
+
+def test_runs_written_one_after_the_other_are_not_one_training(tmp_path: Path) -> None:
+    """Two trainings of one architecture, one logging gradients, run one after the other:
+    their verdicts may differ, and nothing says they are one training logged twice."""
+    rng = np.random.default_rng(9)
+    start = {name: rng.normal(0, 0.1, 64) for name in ("fc1.weight", "fc2.weight")}
+    first = tensorboardX.SummaryWriter(str(tmp_path / "a"))
+    for epoch in range(5):
+        for name, values in start.items():
+            first.add_histogram(name, values + (0 if name == "fc2.weight" else 0.05 * epoch), epoch)
+    first.close()
+    import time
+
+    time.sleep(1.1)  # event wall times have a resolution finer than this
+    second = tensorboardX.SummaryWriter(str(tmp_path / "b"))
+    for step in range(5):
+        for name, values in start.items():
+            second.add_histogram(f"weights/{name}", values + 0.005 * step, step)
+            second.add_histogram(f"gradients/{name}", rng.normal(0, 0.01, 64), step)
+    second.close()
+    document = json.loads(invoke("analyze", str(tmp_path), "--format", "json").stdout)
+    assert document["warnings"] == []
+
+
+def test_statistics_over_parameters_are_not_parameters(tmp_path: Path) -> None:
+    """``grad_norm/max``, ``/min``, ``/mean`` summarise every parameter's norm: read as three
+    parameters, the smallest was 'vanishing' against the largest on a healthy run."""
+
+    def scalars(step: int) -> dict[str, float]:
+        return {
+            "grad_norm/max": healthy_norm(step, 3.0, 0),
+            "grad_norm/min": healthy_norm(step, 2e-4, 1),
+            "grad_norm/mean": healthy_norm(step, 0.5, 2),
+            "loss": 2.0 * 0.98**step,
+        }
+
+    run = write(tmp_path / "run", range(0, 100, 5), scalars)
+    report = analyze(run)
+    assert report.layers == () and not report.judgeable
+    assert invoke("analyze", str(run)).exit_code == ExitStatus.NOTHING_TO_JUDGE
+
+
+def test_a_stretch_of_non_finite_norms_without_sign_of_loss_scaling_is_nan(tmp_path: Path) -> None:
+    """Norms only (no weights, no loss scale): 30 logged steps in a row non-finite, then
+    finite again, is no skipped overflow; a few isolated ones are."""
+
+    def norms(bad: set[int]) -> Callable[[int], dict[str, float]]:
+        return lambda step: {
+            f"grad_2.0_norm/{name}": INF if step in bad else healthy_norm(step, 0.3, i)
+            for i, name in enumerate(PARAMS)
+        }
+
+    block = write(tmp_path / "block", range(100), norms(set(range(20, 50))))
+    assert {layer.verdict for layer in analyze(block).layers} == {"nan"}
+    isolated = write(tmp_path / "isolated", range(100), norms({3, 40, 77}))
+    assert {layer.verdict for layer in analyze(isolated).layers} == {"overflow"}

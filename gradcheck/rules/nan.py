@@ -13,6 +13,10 @@ from gradcheck.rules.base import BASE_SEVERITY, Finding, RunContext
 from gradcheck.signals import Parameter
 from gradcheck.stats import median
 
+OVERFLOW_RUN = 3
+"""Without a logged loss scale or weights to show the updates were skipped, non-finite
+gradient steps are an overflow only when isolated: at most this many logged steps in a row
+(a dynamic loss scale backs off by half at each overflow, so a stretch of them is short)."""
 OVERFLOW_SHARE = 0.5
 """Non-finite gradient steps are a transient overflow only while they are at most half of the
 logged steps: dynamic loss scaling halves the scale at each overflow and grows it back only
@@ -53,7 +57,17 @@ def transient_overflow(parameter: Parameter, context: RunContext) -> bool:
     last = int(gradient.steps[-1]) if gradient.steps.size else None
     if last is None or bool(np.isin(last, gradient.bad_steps)):
         return False  # non-finite to the end: it never recovered
-    return gradient.bad_steps.size <= OVERFLOW_SHARE * gradient.steps.size
+    if gradient.bad_steps.size > OVERFLOW_SHARE * gradient.steps.size:
+        return False
+    shown_skipped = weight is not None or context.loss_scale_tag is not None
+    return shown_skipped or _longest_bad_run(gradient.steps, gradient.bad_steps) <= OVERFLOW_RUN
+
+
+def _longest_bad_run(steps: np.ndarray, bad_steps: np.ndarray) -> int:
+    """The most logged steps in a row that are non-finite."""
+    bad = np.isin(steps, bad_steps).astype(np.int8)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], bad, [0]])))
+    return int((edges[1::2] - edges[0::2]).max(initial=0))
 
 
 def _overflow(parameter: Parameter, context: RunContext) -> Finding:
@@ -63,7 +77,7 @@ def _overflow(parameter: Parameter, context: RunContext) -> Finding:
     shown = ", ".join(str(int(s)) for s in bad[:5]) + (", ..." if bad.size > 5 else "")
     evidence = (
         f"gradient non-finite at {bad.size} of {gradient.steps.size} logged steps ({shown}), "
-        "finite again after each and at the last logged step"
+        "finite again at the last logged step"
     )
     evidence += "; the weights stayed finite" if parameter.weight is not None else ""
     drops = context.loss_scale_drops

@@ -35,8 +35,13 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | Excuse |
     if sibling is not None and not driven:
         return Excuse(
             "static",
-            f"its weights did not move, but {sibling} of its layer did and its own gradient is "
-            "about zero: a bias before a normalisation gets none by design",
+            f"its weights did not move, but {sibling} of its layer did and "
+            + (
+                "no gradient was logged for it"
+                if parameter.gradient is None
+                else "its own gradient is about zero"
+            )
+            + ": a bias before a normalisation gets none by design",
         )
     others_moved = _others_moved(parameter, context)
     if others_moved < context.config.others_moving and not driven:

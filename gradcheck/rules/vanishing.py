@@ -112,6 +112,13 @@ def _vanishing_absolute(parameter: Parameter, context: RunContext) -> Finding | 
     )
 
 
+def _measure(parameter: Parameter) -> str:
+    """What a gradient's level is: a per-element RMS, or the norm itself when its element
+    count is unknown (norms logged as scalars only)."""
+    gradient = parameter.gradient
+    return "gradient RMS" if gradient is not None and gradient.per_element else "gradient norm"
+
+
 def _still_learning(parameter: Parameter, context: RunContext) -> str:
     """Why the training visibly progresses despite a tiny gradient (empty when it does not, or
     nothing tells): the loss falls and the weights move normally (each where logged)."""
@@ -150,7 +157,8 @@ def _vanishing_depth(parameter: Parameter, context: RunContext) -> Finding | Non
         else ""
     )
     evidence = (
-        f"gradient RMS {fmt(level)} (median over steps{_layer_note(parameter, level, context)})"
+        f"{_measure(parameter)} {fmt(level)} (median over steps"
+        f"{_layer_note(parameter, level, context)})"
         f" is {fmt(level / largest)} of the largest in the run ({context.largest_name}: "
         f"{fmt(largest)}), below the {fmt(threshold)} threshold{why}"
     )
