@@ -123,6 +123,10 @@ def clip_info(
     if pinned and pinned[0][0] is not main:
         source += f"; pinned in the {pinned[0][0].source}"
     kind, clip_value, share = _kind(data, parameters, main, pinned, config)
+    if kind in ("per_tensor_norm", "value") or (pinned and pinned[0][0] is main):
+        # the norm was logged after a clip: its percentiles describe the clip, not the run
+        suggested = None
+        rule = "the logged norm is already clipped: log it before clipping for a suggestion"
     info = ClipInfo(
         source=source,
         steps=(int(main.steps[0]), int(main.steps[-1])),

@@ -266,8 +266,8 @@ def test_gradients_held_at_a_clipping_ceiling_are_not_exploding() -> None:
     clip = report.clipping
     assert clip is not None and clip.clipped
     assert clip.ceiling == pytest.approx(math.hypot(1.0, 0.01), rel=1e-9)
-    assert clip.suggested_clip_norm == pytest.approx(1.0, rel=0.01)
-    assert "95th percentile" in clip.rule
+    # the norm logged after the clip describes the clip: no clip norm is suggested from it
+    assert clip.suggested_clip_norm is None and "already clipped" in clip.rule
 
 
 def test_weights_only_blowing_up_is_exploding() -> None:

@@ -139,7 +139,8 @@ def run_updates(
     usual = context.config.usual_update_ratio
     summary = (
         f"Kernels moved a median {short(typical)} of their scale per "
-        f"{'epoch' if context.steps_are_epochs else 'update'} (usual: ~{short(usual)}"
+        f"{'epoch' if context.steps_are_epochs else 'update'} (a lower bound; usual: "
+        f"~{short(usual)}"
         f"{' per update' if context.steps_are_epochs else ''})"
     )
     if len(ratios) > 1:
