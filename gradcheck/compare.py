@@ -24,6 +24,7 @@ from gradcheck import __version__, hints
 from gradcheck.causes import name_cause
 from gradcheck.clipping import chart_series
 from gradcheck.config import DEFAULT_CONFIG, Config
+from gradcheck.detect import run_parameters
 from gradcheck.errors import InputError
 from gradcheck.matching import NamePair, match_names, names_phrase
 from gradcheck.model import Comparison, ParameterComparison, StepSeries, Verdict
@@ -34,20 +35,17 @@ from gradcheck.signals import (
     WeightSignal,
     common_steps,
     movement,
-    parameter_signals,
     run_weight_spread,
 )
 from gradcheck.stats import median, wasserstein_from_quantiles
-from gradcheck.tags import DEFAULT_RULES, TagRules, pair_parameters
+from gradcheck.tags import DEFAULT_RULES, TagRules
 
 
 class _Side:
     """One run's parameters (signals by name), verdicts, and whether each one's weights move."""
 
     def __init__(self, run: LoadedRun, config: Config, rules: TagRules) -> None:
-        data = run.data
-        tags = pair_parameters(list(data.histograms), list(data.scalars), rules)
-        parameters = [parameter_signals(data, t) for t in tags]
+        _, parameters, _, _ = run_parameters(run.data, rules)
         self.path = run.report.run
         self.parameters = {p.name: p for p in parameters}
         self.verdicts: dict[str, Verdict] = {x.name: x.verdict for x in run.report.layers}

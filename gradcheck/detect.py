@@ -85,14 +85,8 @@ def analyze_run(
     data: RunData, config: Config = DEFAULT_CONFIG, rules: TagRules = DEFAULT_RULES
 ) -> RunReport:
     """Verdicts on every parameter of one run, ranked worst first."""
-    data = join_renamed(data)
+    data, parameters, norms, gradients = run_parameters(data, rules)
     roles = scalar_roles(data.scalars)
-    tags = pair_parameters(list(data.histograms), list(data.scalars), rules)
-    parameters = [parameter_signals(data, t) for t in tags]
-    norms = global_norms(data, parameters)
-    gradients = _gradient_coverage(parameters, norms)
-    if gradients == "global":  # the global norm is the only gradient evidence: judge it
-        parameters.append(global_norm_parameter(data, norms[0], depth=len(parameters)))
     context = run_context(data, parameters, config, norms)
     outcomes = {p.name: _outcomes(p, context, BLOW_UP_RULES) for p in parameters}
     findings = align_layer_onsets({name: found for name, (found, _) in outcomes.items()})
@@ -135,6 +129,24 @@ def analyze_run(
         updates=updates,
         wall_times=_wall_times(data),
     )
+
+
+def run_parameters(
+    data: RunData, rules: TagRules = DEFAULT_RULES
+) -> tuple[RunData, list[Parameter], list[GlobalNorm], GradientCoverage]:
+    """A run's parameters as the verdicts see them: series renamed mid-run joined
+    (:func:`~gradcheck.series.join_renamed`), tags paired, signals derived, and the
+    ``(global gradient norm)`` row where the global norm is the only gradient evidence; with
+    the joined data, the run's global norms and its gradient coverage (``compare`` takes the
+    same)."""
+    data = join_renamed(data)
+    tags = pair_parameters(list(data.histograms), list(data.scalars), rules)
+    parameters = [parameter_signals(data, t) for t in tags]
+    norms = global_norms(data, parameters)
+    gradients = _gradient_coverage(parameters, norms)
+    if gradients == "global":  # the global norm is the only gradient evidence: judge it
+        parameters.append(global_norm_parameter(data, norms[0], depth=len(parameters)))
+    return data, parameters, norms, gradients
 
 
 def _wall_times(data: RunData) -> tuple[float, float] | None:

@@ -385,3 +385,26 @@ def test_no_constant_factor_or_learning_rate_is_named_after_a_blow_up() -> None:
         for name in ("w", "b")
     ]
     assert name_cause(absurd, 4.0, 10)[1] != "gradient_factor"
+
+
+RUNS15 = REPO / "tests" / "data" / "runs15"
+
+
+def test_compare_sees_the_parameters_analyze_sees() -> None:
+    """A Keras run resumed from a checkpoint (its tags lose ``sequential/`` halfway) and a
+    run with only a global gradient norm: compare takes the joined series and the
+    ``(global gradient norm)`` row, as analyze does (it paired the tags itself before)."""
+    resumed = invoke(
+        str(RUNS15 / "keras_fit_train_validation" / "train"),
+        str(RUNS15 / "keras_resumed_from_checkpoint" / "train"),
+        "--format", "json",
+    )  # fmt: skip
+    document = json.loads(resumed.stdout)
+    assert [p["in"] for p in document["parameters"]] == ["both"] * 4
+    hf = invoke(
+        str(RUNS15 / "hf_scalars_clipped_healthy"),
+        str(RUNS15 / "hf_scalars_exploding"), "--format", "json",
+    )  # fmt: skip
+    assert hf.exit_code == ExitStatus.OK, hf.output
+    (row,) = json.loads(hf.stdout)["parameters"]
+    assert row["name"] == "(global gradient norm)" and row["verdict_b"] == "nan"
