@@ -11,6 +11,7 @@ after clipping.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +22,7 @@ from gradcheck.model import GLOBAL_NORM_ROW, ClipInfo, ClipKind, StepSeries
 from gradcheck.series import HistogramSeries, RunData, ScalarSeries
 from gradcheck.signals import GradientSignal, Parameter, common_steps
 from gradcheck.stats import median, percentile
-from gradcheck.tags import scalar_roles
+from gradcheck.tags import ScalarRole, scalar_roles
 
 TREND_POINTS = 24
 CHART_WINDOWS = 512
@@ -49,9 +50,12 @@ class GlobalNorm:
     exact: bool
 
 
-def global_norms(data: RunData, parameters: list[Parameter]) -> list[GlobalNorm]:
-    """Every global norm series the run offers: logged scalars first, then the formed one."""
-    roles = scalar_roles(data.scalars)
+def global_norms(
+    data: RunData, parameters: list[Parameter], roles: Mapping[str, ScalarRole] | None = None
+) -> list[GlobalNorm]:
+    """Every global norm series the run offers: logged scalars first, then the formed one
+    (``roles``: the run's scalar roles, when the caller has them)."""
+    roles = scalar_roles(data.scalars) if roles is None else roles
     found = [
         _from_scalar(s)
         for s in data.scalars.values()

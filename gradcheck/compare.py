@@ -45,7 +45,7 @@ class _Side:
     """One run's parameters (signals by name), verdicts, and whether each one's weights move."""
 
     def __init__(self, run: LoadedRun, config: Config, rules: TagRules) -> None:
-        _, parameters, _, _ = run_parameters(run.data, rules)
+        parameters = run_parameters(run.data, rules)[1]
         self.path = run.report.run
         self.parameters = {p.name: p for p in parameters}
         self.verdicts: dict[str, Verdict] = {x.name: x.verdict for x in run.report.layers}

@@ -85,8 +85,7 @@ def analyze_run(
     data: RunData, config: Config = DEFAULT_CONFIG, rules: TagRules = DEFAULT_RULES
 ) -> RunReport:
     """Verdicts on every parameter of one run, ranked worst first."""
-    data, parameters, norms, gradients = run_parameters(data, rules)
-    roles = scalar_roles(data.scalars)
+    data, parameters, norms, gradients, roles = run_parameters(data, rules)
     context = run_context(data, parameters, config, norms)
     outcomes = {p.name: _outcomes(p, context, BLOW_UP_RULES) for p in parameters}
     findings = align_layer_onsets({name: found for name, (found, _) in outcomes.items()})
@@ -133,20 +132,21 @@ def analyze_run(
 
 def run_parameters(
     data: RunData, rules: TagRules = DEFAULT_RULES
-) -> tuple[RunData, list[Parameter], list[GlobalNorm], GradientCoverage]:
+) -> tuple[RunData, list[Parameter], list[GlobalNorm], GradientCoverage, dict[str, ScalarRole]]:
     """A run's parameters as the verdicts see them: series renamed mid-run joined
     (:func:`~gradcheck.series.join_renamed`), tags paired, signals derived, and the
     ``(global gradient norm)`` row where the global norm is the only gradient evidence; with
-    the joined data, the run's global norms and its gradient coverage (``compare`` takes the
-    same)."""
+    the joined data, the run's global norms, its gradient coverage and its scalars' roles
+    (found once: a run may log 10^6 scalar tags; ``compare`` takes the same)."""
     data = join_renamed(data)
-    tags = pair_parameters(list(data.histograms), list(data.scalars), rules)
+    roles = scalar_roles(data.scalars)
+    tags = pair_parameters(list(data.histograms), list(data.scalars), rules, roles)
     parameters = [parameter_signals(data, t) for t in tags]
-    norms = global_norms(data, parameters)
+    norms = global_norms(data, parameters, roles)
     gradients = _gradient_coverage(parameters, norms)
     if gradients == "global":  # the global norm is the only gradient evidence: judge it
         parameters.append(global_norm_parameter(data, norms[0], depth=len(parameters)))
-    return data, parameters, norms, gradients
+    return data, parameters, norms, gradients, roles
 
 
 def _wall_times(data: RunData) -> tuple[float, float] | None:
@@ -417,11 +417,6 @@ def _loss_before(loss: ScalarSeries | None, step: int | None) -> ScalarSeries | 
         return loss
     keep = loss.steps < step
     return ScalarSeries(loss.tag, loss.steps[keep], loss.values[keep])
-
-
-def _is_loss(tag: str) -> bool:
-    role = scalar_role(tag)
-    return role is not None and role.kind == "loss"
 
 
 def _first_nonfinite_step(series: ScalarSeries | None) -> int | None:

@@ -20,7 +20,7 @@ that gradcheck's logging helpers write, common global gradient norm tags, and lo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -355,7 +355,10 @@ _SCALAR_FIELDS = ("weight_norm", "grad_norm", "weight_nonfinite", "grad_nonfinit
 
 
 def pair_parameters(
-    histogram_keys: list[SeriesKey], scalar_tags: list[str], rules: TagRules | None = None
+    histogram_keys: list[SeriesKey],
+    scalar_tags: list[str],
+    rules: TagRules | None = None,
+    roles: Mapping[str, ScalarRole] | None = None,
 ) -> list[ParameterTags]:
     """Group weight and gradient series (and per-parameter scalars) into parameters.
 
@@ -363,7 +366,8 @@ def pair_parameters(
     numbered in that order (histograms first). Series of a colliding tag (``index`` > 0) get
     ``#index`` after their name, as the reader names them. ``other`` series are left out.
     A weight and a gradient left without a partner are paired when their names differ only by
-    a convention of their own (:func:`_alternative_names`).
+    a convention of their own (:func:`_alternative_names`). ``roles``: the scalars' roles when
+    the caller has them (:func:`scalar_roles` of ``scalar_tags``).
     """
     rules = rules or DEFAULT_RULES
     found: dict[str, dict[str, SeriesKey | str]] = {}
@@ -376,7 +380,7 @@ def pair_parameters(
         if slot in found.get(name, {}):
             name = tag if not index else f"{tag}#{index}"  # two series claim one name
         found.setdefault(name, {})[slot] = (tag, index)
-    for tag, scalar in scalar_roles(scalar_tags).items():
+    for tag, scalar in (scalar_roles(scalar_tags) if roles is None else roles).items():
         if scalar.name is not None and scalar.kind in _SCALAR_FIELDS:
             found.setdefault(scalar.name, {}).setdefault(scalar.kind, tag)
     _pair_leftovers(found, uniquified=False)
