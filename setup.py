@@ -1,4 +1,4 @@
-"""Build the optional C extension ``gradcheck._scan`` (everything else is in pyproject.toml).
+"""Build the optional C extension ``gradcheck.native._scan`` (everything else is in pyproject.toml).
 
 ``optional=True``: without a C compiler the install still succeeds and gradcheck reads event
 files with its pure-Python reader (the same results, slower).
@@ -9,8 +9,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "gradcheck._scan",
-            ["gradcheck/_scan.c"],
+            "gradcheck.native._scan",
+            ["gradcheck/native/_scan.c"],
             extra_compile_args=["-O2", "-std=c11"],
             optional=True,
         )

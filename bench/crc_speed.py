@@ -22,7 +22,7 @@ from types import ModuleType
 if __package__ in (None, ""):  # run as a script: python bench/crc_speed.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gradcheck import _scan  # type: ignore[attr-defined]  # noqa: E402
+from gradcheck.native import _scan  # type: ignore[attr-defined]  # noqa: E402
 
 DEFAULT_FILE = Path(__file__).resolve().parent / "data" / "tensor-4x250MB"
 RECORD_SIZES = (0, 8, 300, 800, 8192)

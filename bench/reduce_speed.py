@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gradcheck import _scan, fastpath  # type: ignore[attr-defined]
-from gradcheck.steps import StepWindow
+from gradcheck.engine import fastpath  # type: ignore[attr-defined]
+from gradcheck.events.steps import StepWindow
+from gradcheck.native import _scan  # type: ignore[attr-defined]
 
 Call = tuple[np.ndarray, ...]
 

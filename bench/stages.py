@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a script: python bench/stages.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import readers  # noqa: E402
-from gradcheck.stats import STAT_NAMES  # noqa: E402
+from gradcheck.series.stats import STAT_NAMES  # noqa: E402
 
 
 def _best(function: Callable[[], object], repeats: int) -> float:
@@ -49,11 +49,11 @@ def _drain(items: object) -> None:
 def stage_functions(directory: str) -> list[tuple[str, Callable[[], object]]]:
     """The stages, as zero-argument callables: the reference, then the C engine's cumulative
     stages in one process, then the default (two processes) and the report."""
-    from gradcheck import fastpath
+    from gradcheck.engine import fastpath
+    from gradcheck.events.reader import read_file
+    from gradcheck.events.steps import StepWindow
     from gradcheck.pipeline import analyze
-    from gradcheck.reader import read_file
     from gradcheck.report import formatter_for
-    from gradcheck.steps import StepWindow
 
     files = readers.event_files(directory)
 
@@ -87,7 +87,7 @@ def stage_functions(directory: str) -> list[tuple[str, Callable[[], object]]]:
 @contextlib.contextmanager
 def _no_statistics() -> Iterator[None]:
     """The C engine's reading alone: the per-histogram statistics call does nothing."""
-    from gradcheck import fastpath
+    from gradcheck.engine import fastpath
 
     original = fastpath._reduced
 

@@ -1,7 +1,7 @@
 """The Python API: ``gradcheck.read(path)`` (typed records) and ``gradcheck.frame(path)``.
 
 ``frame`` is the long format (one row per histogram or scalar value) that pandas users expect,
-with each histogram's statistics from :mod:`gradcheck.stats` computed in batches while the
+with each histogram's statistics from :mod:`gradcheck.series.stats` computed in batches while the
 records stream past, so bucket arrays are never all held at once.
 """
 
@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gradcheck.discover import discover
+from gradcheck.events.discover import discover
+from gradcheck.events.reader import read_run
 from gradcheck.model import Damage, HistogramRecord, Notice, Record, ScalarRecord
-from gradcheck.reader import read_run
-from gradcheck.stats import FIELD_NAMES, STAT_NAMES, histogram_stats_batch
+from gradcheck.series.stats import FIELD_NAMES, STAT_NAMES, histogram_stats_batch
 
 if TYPE_CHECKING:  # pandas is imported only by frame(): ``gradcheck.read`` stays light
     import pandas as pd

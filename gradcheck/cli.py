@@ -21,7 +21,10 @@ import click
 
 from gradcheck import __version__
 from gradcheck.errors import GradcheckError, InputError
-from gradcheck.gate import (
+from gradcheck.report.escape import terminal
+from gradcheck.report.interface import Env, FormatOptions
+from gradcheck.status import ExitStatus
+from gradcheck.verdicts.gate import (
     DEFAULT_FAIL_ON,
     FINDINGS,
     failing_layers,
@@ -30,14 +33,11 @@ from gradcheck.gate import (
     nothing_to_judge,
     parse_fail_on,
 )
-from gradcheck.report.escape import terminal
-from gradcheck.report.interface import Env, FormatOptions
-from gradcheck.status import ExitStatus
 
 if TYPE_CHECKING:
-    from gradcheck.config import Config
     from gradcheck.model import Comparison, Report, Verdict
     from gradcheck.tags import TagRules
+    from gradcheck.verdicts.config import Config
 
 FORMAT_CHOICES = ("table", "json", "markdown", "csv", "github", "junit", "html")
 INSPECT_FORMAT_CHOICES = ("table", "json")
@@ -203,7 +203,7 @@ def format_options(
 
 
 def steps_option(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``--steps A:B`` (parsed by :meth:`gradcheck.steps.StepWindow.parse`)."""
+    """``--steps A:B`` (parsed by :meth:`gradcheck.events.steps.StepWindow.parse`)."""
     return click.option(
         "--steps", metavar="A:B", help="Only steps A to B (inclusive; A: or :B open)."
     )(function)
@@ -248,8 +248,8 @@ def _settings(
     config_path: str | None, grad_pattern: str | None, weight_pattern: str | None
 ) -> tuple[Config, TagRules]:
     """The thresholds and tag rules: options given on the command line win over the file."""
-    from gradcheck.config import load_config
     from gradcheck.tags import TagRules
+    from gradcheck.verdicts.config import load_config
 
     config = load_config(config_path)
     rules = TagRules.from_patterns(
@@ -328,8 +328,8 @@ def analyze(
     Verdicts: nan, exploding, vanishing, static, slow, overflow, ok; worst first, with the
     numbers behind each.
     """
+    from gradcheck.events.steps import StepWindow
     from gradcheck.pipeline import analyze as run_analysis
-    from gradcheck.steps import StepWindow
 
     env = _env(ctx)
     config, rules = _settings(config_path, grad_pattern, weight_pattern)
@@ -439,9 +439,9 @@ def compare(
     gradient-norm and update ratios, weights that move in one run only, each run's verdict,
     and the likely cause in one sentence. Most different first.
     """
-    from gradcheck.compare import compare_runs
+    from gradcheck.compare.runs import compare_runs
+    from gradcheck.events.steps import StepWindow
     from gradcheck.pipeline import load_runs
-    from gradcheck.steps import StepWindow
 
     env = _env(ctx)
     config, rules = _settings(config_path, grad_pattern, weight_pattern)

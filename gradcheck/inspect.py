@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gradcheck.discover import discover
+from gradcheck.events.discover import discover
+from gradcheck.events.reader import element_count, read_run, series_name
 from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Record, ScalarRecord
-from gradcheck.reader import element_count, read_run, series_name
 from gradcheck.tags import DEFAULT_RULES, Role, TagRules
 
 TagKind = Literal["weight histogram", "gradient histogram", "other histogram", "scalar"]
@@ -52,7 +52,7 @@ class FileSummary:
     size: int
     records: int  # TFRecords whose CRCs verified
     events: int  # records that decoded as an Event
-    writer: str | None  # best guess (see ``gradcheck.reader.guess_writer``)
+    writer: str | None  # best guess (see ``gradcheck.events.reader.guess_writer``)
     tags: tuple[TagSummary, ...]  # in order of first appearance
     damages: tuple[Damage, ...]  # offset, kind, lost bytes, one-line message each
 

@@ -1,8 +1,8 @@
 """The analysis pipeline: paths -> runs -> records -> per-file series -> run verdicts -> Report.
 
 ``analyze`` is what ``gradcheck analyze`` runs, and what a notebook can call. Each event file
-is reduced on its own by :func:`gradcheck.parts.reduce_file` (on every core: see
-``gradcheck.parallel``), the parts of a run are merged in file order, and the merged series are
+is reduced on its own by :func:`gradcheck.engine.parts.reduce_file` (on every core: see
+``gradcheck.engine.pool``), the parts of a run are merged in file order, and the merged series are
 judged by ``detect.analyze_run`` (several runs on several cores: :func:`judge_runs`). The step
 window is applied to the records before any statistic, so verdicts are about that window; the
 layer glob only filters what is reported.
@@ -17,23 +17,23 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from gradcheck import __version__
-from gradcheck.config import DEFAULT_CONFIG, Config
-from gradcheck.detect import analyze_run
-from gradcheck.discover import discover
+from gradcheck.engine.parts import FilePart as FilePart
+from gradcheck.engine.parts import reduce_file as reduce_file
+from gradcheck.engine.pool import map_shared, read_files
 from gradcheck.errors import InputError
+from gradcheck.events.discover import discover
+from gradcheck.events.steps import StepWindow
+from gradcheck.events.storage import file_size
 from gradcheck.model import (
     FileInfo,
     Report,
     Run,
     RunReport,
 )
-from gradcheck.parallel import map_shared, read_files
-from gradcheck.parts import FilePart as FilePart
-from gradcheck.parts import reduce_file as reduce_file
-from gradcheck.series import MAX_ROWS, RunData, merge
-from gradcheck.steps import StepWindow
-from gradcheck.storage import file_size
+from gradcheck.series.reduce import MAX_ROWS, RunData, merge
 from gradcheck.tags import DEFAULT_RULES, TagRules
+from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
+from gradcheck.verdicts.detect import analyze_run
 
 ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(bytes_done, bytes_total)`` while event files are read."""
@@ -202,7 +202,7 @@ def judge_runs(
     jobs: int | None,
 ) -> list[RunReport]:
     """The report of every run (see :func:`analyze_parts`), in order; runs share processes
-    (``jobs`` allowing, see :func:`gradcheck.parallel.map_shared`) when there is enough to
+    (``jobs`` allowing, see :func:`gradcheck.engine.pool.map_shared`) when there is enough to
     judge: verdicts cost ~0.35 ms a series, and a sweep of many runs would otherwise wait on
     one core after reading on all of them."""
     weights = [_verdict_seconds(parts) for parts in parts_by_run]
@@ -221,7 +221,7 @@ def _judged(item: tuple[Run, Sequence[FilePart]], config: Config, rules: TagRule
 
 def _verdict_seconds(parts: Sequence[FilePart]) -> float:
     """Estimated time to judge a run of these parts (:data:`VERDICT_SECONDS_PER_SERIES`):
-    its series once each, their rows as merged (at most :data:`~gradcheck.series.MAX_ROWS`
+    its series once each, their rows as merged (at most :data:`~gradcheck.series.reduce.MAX_ROWS`
     each)."""
     rows: dict[object, int] = {}
     for part in parts:

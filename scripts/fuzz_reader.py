@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: python scripts/fuzz_reader.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gradcheck import fastpath  # noqa: E402
+from gradcheck.engine import fastpath  # noqa: E402
 from tests.test_fastpath import check_file  # noqa: E402
 from tests.test_fault_injection import (  # noqa: E402
     KINDS,

@@ -24,10 +24,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gradcheck import tags  # noqa: E402
-from gradcheck.discover import discover  # noqa: E402
+from gradcheck.events.discover import discover  # noqa: E402
+from gradcheck.events.reader import read_run  # noqa: E402
 from gradcheck.model import HistogramRecord, ScalarRecord  # noqa: E402
-from gradcheck.reader import read_run  # noqa: E402
-from gradcheck.stats import histogram_stats  # noqa: E402
+from gradcheck.series.stats import histogram_stats  # noqa: E402
 
 Series = dict[str, dict[int, float]]  # parameter -> step -> value
 

@@ -1049,10 +1049,10 @@ def generate(out: Path, names: list[str]) -> None:
 
 def check(zoo: Path) -> int:
     """Analyse every run under ``zoo`` and compare with its expected.json; mismatches count."""
-    from gradcheck.detect import analyze_run
-    from gradcheck.discover import discover
-    from gradcheck.reader import read_run
-    from gradcheck.series import reduce_records
+    from gradcheck.events.discover import discover
+    from gradcheck.events.reader import read_run
+    from gradcheck.series.reduce import reduce_records
+    from gradcheck.verdicts.detect import analyze_run
 
     failures = 0
     for expected_file in sorted(zoo.glob("*/expected.json")):

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from gradcheck.clip_advice import advice
-from gradcheck.config import DEFAULT_CONFIG
 from gradcheck.model import ClipInfo, LayerResult, Reference, Report, RunReport, StepSeries, Verdict
+from gradcheck.verdicts.clip_advice import advice
+from gradcheck.verdicts.config import DEFAULT_CONFIG
 
 NAN = math.nan
 

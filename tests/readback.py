@@ -51,8 +51,8 @@ def _records(directory: Path) -> Iterator[object]:
     try:
         from gradcheck.api import read
     except ImportError:  # api.py is still being written: the reader's own entry points
-        from gradcheck.discover import discover
-        from gradcheck.reader import read_run
+        from gradcheck.events.discover import discover
+        from gradcheck.events.reader import read_run
 
         for run in discover([str(directory)]):
             yield from read_run(run)

@@ -13,7 +13,7 @@ import gradcheck
 from gradcheck import api
 from gradcheck.errors import InputError
 from gradcheck.model import FileInfo, HistogramRecord, ScalarRecord
-from gradcheck.stats import STAT_NAMES, histogram_stats
+from gradcheck.series.stats import STAT_NAMES, histogram_stats
 from tests import eventfiles as ef
 from tests.fresh_interpreter import frameworks_imported_by
 

@@ -229,8 +229,8 @@ def test_gradcheck_is_not_grossly_slower_than_the_bare_parse_loop(
 ) -> None:
     from click.testing import CliRunner
 
-    from gradcheck import fastpath
     from gradcheck.cli import cli
+    from gradcheck.engine import fastpath
 
     if not fastpath.available():  # the reference engine is ~10x slower by design
         pytest.skip("the guard times the C engine: not built, or GRADCHECK_NO_EXT=1")

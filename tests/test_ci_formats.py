@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.gate import parse_fail_on
 from gradcheck.report import FormatOptions
 from gradcheck.report.escape import terminal_lines
 from gradcheck.report.github import GithubFormatter, escape_data, escape_property
 from gradcheck.report.junit import JunitFormatter
 from gradcheck.status import ExitStatus
+from gradcheck.verdicts.gate import parse_fail_on
 from tests.handmade import HOSTILE_RUN, HOSTILE_TAG, hostile_report, sample_report
 from tests.synthetic_runs import NAN_FROM, PARAMETERS
 from tests.test_cli import invoke

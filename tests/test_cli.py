@@ -21,10 +21,10 @@ from click.testing import CliRunner, Result
 
 from gradcheck import __version__, cli
 from gradcheck.errors import ConfigError
-from gradcheck.gate import failing_layers, parse_fail_on
+from gradcheck.events.steps import StepWindow
 from gradcheck.report.interface import Env
 from gradcheck.status import ExitStatus
-from gradcheck.steps import StepWindow
+from gradcheck.verdicts.gate import failing_layers, parse_fail_on
 from tests import eventfiles as ef
 from tests.fresh_interpreter import frameworks_imported_by
 from tests.handmade import clean_report, sample_report

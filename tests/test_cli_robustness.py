@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gradcheck.config import MAX_CONFIG_BYTES
+from gradcheck.events.reader import unreadable
 from gradcheck.inspect import FileSummary, InspectReport, RunSummary
-from gradcheck.reader import unreadable
 from gradcheck.report.inspect_view import inspect_table
 from gradcheck.report.interface import Env
 from gradcheck.status import ExitStatus
+from gradcheck.verdicts.config import MAX_CONFIG_BYTES
 from tests import eventfiles as ef
 from tests.synthetic_runs import write_run
 from tests.test_cli import REPO, assert_one_line_error, invoke

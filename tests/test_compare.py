@@ -14,13 +14,13 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gradcheck import cli
-from gradcheck.config import Config
+from gradcheck.compare.matching import layer_ranks, match_names, without_model_scope
 from gradcheck.errors import ConfigError
-from gradcheck.matching import layer_ranks, match_names, without_model_scope
 from gradcheck.model import Comparison, ParameterComparison
 from gradcheck.report import COMPARE_FORMATS, comparison_formatter_for
 from gradcheck.report.interface import Env, FormatOptions
 from gradcheck.status import ExitStatus
+from gradcheck.verdicts.config import Config
 
 REPO = Path(__file__).resolve().parents[1]
 PAIR = REPO / "sample_pairs" / "summed_loss"
@@ -340,7 +340,7 @@ def test_golden_comparison(name: str, format_name: str) -> None:
 
 
 def test_weights_that_move_in_a_only_name_the_optimizer_list() -> None:
-    from gradcheck.causes import name_cause
+    from gradcheck.compare.causes import name_cause
 
     frozen = _parameter(
         "1.weight", kind="bn_affine", moves_a=True, moves_b=False, grad_norm_ratio_first=1.0
@@ -353,7 +353,7 @@ def test_weights_that_move_in_a_only_name_the_optimizer_list() -> None:
 
 
 def test_a_factor_on_a_s_side_is_said_the_other_way_round() -> None:
-    from gradcheck.causes import name_cause
+    from gradcheck.compare.causes import name_cause
 
     parameters = [
         _parameter(name, grad_norm_ratio_first=ratio, moves_a=True, moves_b=True, verdict_b="ok")
@@ -372,7 +372,7 @@ def test_a_factor_on_a_s_side_is_said_the_other_way_round() -> None:
 def test_no_constant_factor_or_learning_rate_is_named_after_a_blow_up() -> None:
     """A run that diverged has ratios that measure the blow-up: 'a batch of 4e27?' or 'B's
     learning rate 1095x A's?' were named between a healthy run and its diverged twin."""
-    from gradcheck.causes import name_cause
+    from gradcheck.compare.causes import name_cause
 
     blown = [
         _parameter(name, grad_norm_ratio_first=ratio, moves_a=True, moves_b=True, verdict_b=v)

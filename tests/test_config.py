@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.config import DEFAULT_CONFIG, MAX_CONFIG_BYTES, RANGES, Config, load_config
 from gradcheck.errors import ConfigError
+from gradcheck.verdicts.config import DEFAULT_CONFIG, MAX_CONFIG_BYTES, RANGES, Config, load_config
 
 
 def write(path: Path, text: str) -> str:
@@ -129,7 +129,13 @@ def test_missing_config_file_raises_config_error(tmp_path: Path) -> None:
 
 
 def test_every_threshold_is_documented() -> None:
-    source = Path(__file__).resolve().parents[1].joinpath("gradcheck", "config.py").read_text()
+    source = (
+        Path(__file__)
+        .resolve()
+        .parents[1]
+        .joinpath("gradcheck", "verdicts", "config.py")
+        .read_text()
+    )
     for name in Config.__dataclass_fields__:
         declaration = source.index(f"    {name}:")
         assert '"""' in source[declaration : declaration + 200], name

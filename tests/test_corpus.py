@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gradcheck.discover import discover
+from gradcheck.events.discover import discover
+from gradcheck.events.reader import element_count, read_run
 from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Record, ScalarRecord
-from gradcheck.reader import element_count, read_run
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is not present")

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gradcheck.framing import Frame, iter_frames
+from gradcheck.events.framing import Frame, iter_frames
+from gradcheck.events.reader import read_file
 from gradcheck.model import Damage, FileInfo, ScalarRecord
-from gradcheck.reader import read_file
 from tests import eventfiles as ef
 
 payload_lists = st.lists(st.binary(min_size=0, max_size=300), min_size=1, max_size=12)

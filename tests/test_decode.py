@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from tensorboard.compat.proto import event_pb2, summary_pb2, types_pb2
 
-from gradcheck.decode import Decoded, EventDecoder, UndecodableEvent, tensor_values
+from gradcheck.events.decode import Decoded, EventDecoder, UndecodableEvent, tensor_values
 from gradcheck.model import Damage, HistogramRecord, ScalarRecord
 from tests import eventfiles as ef
 

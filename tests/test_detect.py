@@ -9,10 +9,6 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from gradcheck import hints
-from gradcheck.clipping import downsample, pinned_ceiling
-from gradcheck.config import DEFAULT_CONFIG, Config
-from gradcheck.detect import analyze_run
 from gradcheck.model import (
     Damage,
     HistogramRecord,
@@ -22,9 +18,13 @@ from gradcheck.model import (
     RunReport,
     ScalarRecord,
 )
-from gradcheck.rules.slow import SLOW
-from gradcheck.series import reduce_records
+from gradcheck.series.reduce import reduce_records
 from gradcheck.tags import TagRules
+from gradcheck.verdicts import hints
+from gradcheck.verdicts.clipping import downsample, pinned_ceiling
+from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
+from gradcheck.verdicts.detect import analyze_run
+from gradcheck.verdicts.rules.slow import SLOW
 from tests.histograms import tf2_buckets, torch_proto
 
 RUN = "runs/hand"
@@ -536,7 +536,7 @@ def test_a_hundredfold_depth_gap_is_vanishing_only_while_the_loss_stalls() -> No
 
 
 def test_chart_series_keeps_every_window_extreme_and_every_nonfinite_step() -> None:
-    from gradcheck.clipping import CHART_WINDOWS, chart_series
+    from gradcheck.verdicts.clipping import CHART_WINDOWS, chart_series
 
     steps = np.arange(10_000, dtype=np.int64)
     values = np.sin(steps / 50.0) + 2.0

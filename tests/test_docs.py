@@ -17,11 +17,11 @@ import pytest
 from click.testing import CliRunner
 
 from gradcheck import cli
-from gradcheck.config import DEFAULT_CONFIG, Config
-from gradcheck.gate import DEFAULT_FAIL_ON
 from gradcheck.report.interface import Env
 from gradcheck.report.json_format import SCHEMA_VERSION
 from gradcheck.status import ExitStatus
+from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
+from gradcheck.verdicts.gate import DEFAULT_FAIL_ON
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

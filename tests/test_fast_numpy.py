@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from gradcheck.clipping import downsample
-from gradcheck.signals import common_steps
-from gradcheck.stats import median, nan_to_num, nanmedian, percentile
+from gradcheck.series.stats import median, nan_to_num, nanmedian, percentile
+from gradcheck.verdicts.clipping import downsample
+from gradcheck.verdicts.signals import common_steps
 
 FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64)
 VALUES = arrays(np.float64, st.integers(0, 60), elements=FLOATS)

@@ -1,4 +1,4 @@
-"""The C engine (gradcheck._scan + gradcheck.fastpath) gives exactly what the reference reader
+"""The C engine (native._scan + engine.fastpath) gives exactly what the reference reader
 gives: same series (steps, wall times, statistics, fingerprints), notices, damage and FileInfo,
 on real writers' files, edge cases, damaged files, the corpus, and when a file is split in two
 byte ranges read apart."""
@@ -20,14 +20,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import summary_pb2, types_pb2
 
-from gradcheck import fastpath, parallel
-from gradcheck.decode import first_left_edges
-from gradcheck.framing import masked_crc32c
+from gradcheck.engine import fastpath
+from gradcheck.engine import pool as parallel
+from gradcheck.engine.parts import (
+    FilePart,
+    file_part,
+    reduce_file,
+    reduce_file_reference,
+    reduce_range,
+)
+from gradcheck.events.decode import first_left_edges
+from gradcheck.events.framing import masked_crc32c
+from gradcheck.events.steps import StepWindow
 from gradcheck.model import HistogramRecord
-from gradcheck.parts import FilePart, file_part, reduce_file, reduce_file_reference, reduce_range
-from gradcheck.series import _WEIGHTS, RunData, reduce_histograms
-from gradcheck.stats import STAT_NAMES, histogram_stats_batch
-from gradcheck.steps import StepWindow
+from gradcheck.series.reduce import _WEIGHTS, RunData, reduce_histograms
+from gradcheck.series.stats import STAT_NAMES, histogram_stats_batch
 from tests import eventfiles as ef
 from tests.test_reader import keras3_step
 
@@ -871,7 +878,7 @@ def test_joined_ranges_free_each_piece_as_they_join(tmp_path: Path) -> None:
 
 @given(data=st.binary(max_size=3000))
 def test_c_crc32c_matches_google_crc32c(data: bytes) -> None:
-    from gradcheck import _scan  # type: ignore[attr-defined]
+    from gradcheck.native import _scan  # type: ignore[attr-defined]
 
     assert _scan.masked_crc32c(data) == masked_crc32c(data)
     assert _scan.crc32c_software(data) == google_crc32c.value(data)
@@ -886,7 +893,7 @@ CRC_BLOCK = 4096
 def _wrong_crcs(data: bytes, lengths: list[int]) -> list[tuple[int, int]]:
     """(start, length) of the slices of ``data``, starting at byte 0 to 7 (misaligned), whose
     CRC from the instruction or from the tables differs from google-crc32c's."""
-    from gradcheck import _scan  # type: ignore[attr-defined]
+    from gradcheck.native import _scan  # type: ignore[attr-defined]
 
     view = memoryview(data)
     wrong = []
@@ -924,7 +931,7 @@ def test_c_crc32c_is_right_around_its_rounds_and_on_megabytes() -> None:
 
 def test_c_crc32c_uses_three_streams_where_the_cpu_can() -> None:
     """The tests above test the three streams only if this CPU takes them."""
-    from gradcheck import _scan  # type: ignore[attr-defined]
+    from gradcheck.native import _scan  # type: ignore[attr-defined]
 
     cpuinfo = Path("/proc/cpuinfo")
     if os.uname().machine != "x86_64" or not cpuinfo.exists():
@@ -965,7 +972,7 @@ in the last bits of float64 (float32 rounding hides nearly all of it); fingerpri
 
 def c_reduce(records: list[HistogramRecord]) -> tuple[np.ndarray, np.ndarray]:
     """``_scan.reduce`` on records laid out as the scanner lays out its data column."""
-    from gradcheck import _scan  # type: ignore[attr-defined]
+    from gradcheck.native import _scan  # type: ignore[attr-defined]
 
     chunks, starts, sizes, kinds = [], [], [], []
     fields = np.zeros((len(records), 5))
@@ -1145,7 +1152,7 @@ def test_bench_logs_read_the_same(directory: Path) -> None:
 def test_decode_knows_tensorboard_dtype_values_without_importing_them() -> None:
     from tensorboard.compat.proto import types_pb2
 
-    from gradcheck import decode
+    from gradcheck.events import decode
 
     expected = (types_pb2.DT_FLOAT, types_pb2.DT_DOUBLE, types_pb2.DT_HALF)
     assert expected == (decode.DT_FLOAT, decode.DT_DOUBLE, decode.DT_HALF)

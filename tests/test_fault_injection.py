@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gradcheck import fastpath
-from gradcheck.framing import Frame, iter_frames
+from gradcheck.engine import fastpath
+from gradcheck.events.framing import Frame, iter_frames
 from gradcheck.status import ExitStatus
 from tests import eventfiles as ef
 from tests.test_fastpath import check_file
@@ -38,7 +38,7 @@ CUT = 1 << 20  # bytes left after the truncation
 # reader's first record (``reader.records_of_frame``); in every process, forked ones too.
 SHRINKING_CLI = """
 import os, sys
-import gradcheck.cli, gradcheck.fastpath as fastpath, gradcheck.reader as reader
+import gradcheck.cli, gradcheck.engine.fastpath as fastpath, gradcheck.events.reader as reader
 cut, done = int(sys.argv[1]), set()
 def shrink(path):
     if path not in done:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as tb_masked_crc
 
-from gradcheck import framing
-from gradcheck.framing import Frame, FrameDamage, iter_frames, masked_crc32c
+from gradcheck.events import framing
+from gradcheck.events.framing import Frame, FrameDamage, iter_frames, masked_crc32c
 from tests.eventfiles import frame, record_offsets
 
 PAYLOADS = [b"first payload", b"", b"x" * 1000, bytes(range(256)) * 3, b"last"]

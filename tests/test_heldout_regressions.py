@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from gradcheck import hints
+from gradcheck.verdicts import hints
 from tests.test_detect import (
     Values,
     analyze,

@@ -43,7 +43,7 @@ def test_html_golden() -> None:
 def summed_loss(monkeypatch: pytest.MonkeyPatch) -> Comparison:
     """``gradcheck compare`` of the committed pair (B sums its loss over batches of 32), run
     from the repository so that the document names the runs by relative paths."""
-    from gradcheck.compare import compare_runs
+    from gradcheck.compare.runs import compare_runs
     from gradcheck.pipeline import load_runs
 
     monkeypatch.chdir(REPO)

@@ -12,17 +12,18 @@ from typing import NoReturn
 
 import pytest
 
-from gradcheck import parallel, pipeline
-from gradcheck.config import DEFAULT_CONFIG
-from gradcheck.detect import analyze_run
-from gradcheck.discover import discover
+from gradcheck import pipeline
+from gradcheck.engine import pool as parallel
 from gradcheck.errors import InputError
+from gradcheck.events.discover import discover
+from gradcheck.events.reader import read_run
+from gradcheck.events.steps import StepWindow
 from gradcheck.model import Report, Run, RunReport
 from gradcheck.pipeline import FilePart, analyze, filter_layers, reduce_file
-from gradcheck.reader import read_run
-from gradcheck.series import reduce_records
-from gradcheck.steps import StepWindow
+from gradcheck.series.reduce import reduce_records
 from gradcheck.tags import TagRules
+from gradcheck.verdicts.config import DEFAULT_CONFIG
+from gradcheck.verdicts.detect import analyze_run
 from tests import eventfiles as ef
 from tests.synthetic_runs import BLOW_UP, NAN_FROM, PARAMETERS, STEPS, write_run
 

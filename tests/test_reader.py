@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gradcheck.discover import discover
 from gradcheck.errors import InputError
+from gradcheck.events.discover import discover
+from gradcheck.events.reader import read_file, read_run, series_name
 from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Run, ScalarRecord
-from gradcheck.reader import read_file, read_run, series_name
 from tests import eventfiles as ef
 from tests.fresh_interpreter import frameworks_imported_by
 
@@ -234,7 +234,7 @@ def test_reader_never_imports_tensorflow(tmp_path: Path) -> None:
     path = tmp_path / "events.out.tfevents.1"
     ef.write_events(path, [ef.summary_event(0, [ef.histo_of("w", np.ones(3))])])
     code = (
-        "import gradcheck.reader as r\n"
+        "import gradcheck.events.reader as r\n"
         f"records = list(r.read_file({str(path)!r}, 'run'))\n"
         "assert [type(x).__name__ for x in records] == ['HistogramRecord', 'FileInfo'], records\n"
     )

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import gradcheck.series as series_module
+import gradcheck.series.reduce as series_module
 from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Record, ScalarRecord
-from gradcheck.series import BATCH_SIZE, RunData, merge, reduce_records
-from gradcheck.stats import COLUMN, STAT_NAMES, histogram_stats
+from gradcheck.series.reduce import BATCH_SIZE, RunData, merge, reduce_records
+from gradcheck.series.stats import COLUMN, STAT_NAMES, histogram_stats
 from tests.histograms import Buckets, tf2_buckets, torch_proto
 
 RUN = "runs/a"

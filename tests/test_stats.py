@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from gradcheck import native
-from gradcheck import stats as stats_module
-from gradcheck.stats import (
+from gradcheck.engine import native
+from gradcheck.series import stats as stats_module
+from gradcheck.series.stats import (
     COLUMN,
     FIELD_NAMES,
     QUANTILE_LEVELS,

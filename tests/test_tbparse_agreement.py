@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gradcheck.discover import discover
+from gradcheck.events.discover import discover
+from gradcheck.events.reader import read_file
 from gradcheck.model import Damage, HistogramRecord, ScalarRecord
-from gradcheck.reader import read_file
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")

@@ -14,15 +14,16 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gradcheck import fastpath, series
-from gradcheck.config import DEFAULT_CONFIG
+from gradcheck.engine import fastpath
+from gradcheck.engine.parts import reduce_file_reference
+from gradcheck.events.steps import StepWindow
 from gradcheck.model import Record
-from gradcheck.parts import reduce_file_reference
 from gradcheck.pipeline import analyze
-from gradcheck.series import HistogramSeries, RunData, merge, reduce_records
-from gradcheck.stats import COLUMN, STAT_NAMES
-from gradcheck.steps import StepWindow
+from gradcheck.series import reduce as series
+from gradcheck.series.reduce import HistogramSeries, RunData, merge, reduce_records
+from gradcheck.series.stats import COLUMN, STAT_NAMES
 from gradcheck.tags import TagRules
+from gradcheck.verdicts.config import DEFAULT_CONFIG
 from tests import eventfiles as ef
 from tests.histograms import tf2_buckets
 from tests.test_series import histogram, scalar
@@ -338,7 +339,7 @@ def test_c_thinning_keeps_the_rows_numpy_keeps(
 def test_c_thinning_refuses_arguments_that_do_not_fit() -> None:
     if not fastpath.available():
         pytest.skip("the C engine is not built, or GRADCHECK_NO_EXT=1")
-    from gradcheck import _scan  # type: ignore[attr-defined]
+    from gradcheck.native import _scan  # type: ignore[attr-defined]
 
     steps = np.arange(10, dtype=np.int64)
     stats = np.zeros((10, len(STAT_NAMES)), dtype=np.float32)

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gradcheck.detect import analyze_run
-from gradcheck.discover import discover
+from gradcheck.events.discover import discover
+from gradcheck.events.reader import read_run
 from gradcheck.model import HistogramRecord, LayerResult, RunReport
-from gradcheck.reader import read_run
-from gradcheck.series import reduce_records
+from gradcheck.series.reduce import reduce_records
+from gradcheck.verdicts.detect import analyze_run
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_RUNS = REPO / "sample_runs"

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gradcheck.discover import discover
+from gradcheck.events.discover import discover
+from gradcheck.events.reader import read_run
 from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Record, ScalarRecord
-from gradcheck.reader import read_run
 
 WRITERS = Path(__file__).resolve().parent / "data" / "writers"
 

@@ -14,7 +14,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from gradcheck.matching import without_model_scope
+from gradcheck.compare.matching import without_model_scope
 from gradcheck.model import Comparison, ParameterComparison
 from gradcheck.report.escape import terminal
 from gradcheck.report.interface import ComparisonFormatter

@@ -11,11 +11,11 @@ https://github.com/actions/toolkit/blob/main/packages/core/src/command.ts
 
 from __future__ import annotations
 
-from gradcheck.gate import FINDINGS, failing_runs, fails
 from gradcheck.model import LayerResult, Report, RunReport
 from gradcheck.report.escape import terminal_lines
 from gradcheck.report.interface import Formatter
 from gradcheck.report.view import finding_lines, plural, report_summary
+from gradcheck.verdicts.gate import FINDINGS, failing_runs, fails
 
 
 class GithubFormatter(Formatter):

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from gradcheck.gate import DEFAULT_FAIL_ON, parse_fail_on
 from gradcheck.model import Comparison, Report, Verdict
+from gradcheck.verdicts.gate import DEFAULT_FAIL_ON, parse_fail_on
 
 DEFAULT_WIDTH = 80
 """Width used when stdout is not a terminal: output written to a file or a pipe is stable."""

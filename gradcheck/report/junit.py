@@ -19,12 +19,12 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from gradcheck.gate import fails
 from gradcheck.model import LayerResult, Report, RunReport, Verdict
 from gradcheck.report.escape import terminal_lines
 from gradcheck.report.interface import Formatter
 from gradcheck.report.numbers import format_steps
 from gradcheck.report.view import finding_lines
+from gradcheck.verdicts.gate import fails
 
 NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 """Characters outside XML 1.0's ``Char`` production."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from gradcheck.gate import fails
 from gradcheck.model import VERDICTS, ClipInfo, LayerResult, Report, RunReport, Verdict
 from gradcheck.report.numbers import MISSING, format_number, format_ratio, format_steps
+from gradcheck.verdicts.gate import fails
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 :func:`reduce_file` is module level and picklable, so a process pool can map it over files;
 :func:`reduce_range` reads one byte range of a big file, for processes to share it.
-Both use the C engine (``gradcheck.fastpath``) when it is built, else the reference reader.
+Both use the C engine (``gradcheck.engine.fastpath``) when it is built, else the reference reader.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from gradcheck import fastpath
+from gradcheck.engine import fastpath
+from gradcheck.events.reader import read_file
+from gradcheck.events.steps import StepWindow
 from gradcheck.model import HistogramRecord, Record, ScalarRecord
-from gradcheck.reader import read_file
-from gradcheck.series import RunData, reduce_records
-from gradcheck.steps import StepWindow
+from gradcheck.series.reduce import RunData, reduce_records
 
 PROGRESS_EVERY = 256  # records between two progress reports within a file (cheap: rich throttles)
 

@@ -51,7 +51,7 @@ _ZERO_HEADER = bytes(HEADER_SIZE)  # fails the length CRC: no header is all zero
 
 @functools.cache
 def _crc32c() -> Callable[[bytes], int]:
-    """google-crc32c's CRC32C, imported on first use: the C engine (``gradcheck._scan``) has
+    """google-crc32c's CRC32C, imported on first use: the C engine (``gradcheck.native._scan``) has
     its own, so a run it reads whole never pays for the import (~2 ms)."""
     import google_crc32c
 

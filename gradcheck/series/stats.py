@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck.native import extension
+from gradcheck.engine.native import extension
 
 PERCENTILES: tuple[float, ...] = (1.0, 5.0, 25.0, 50.0, 75.0, 95.0, 99.0)
 """Percentiles kept per histogram and step."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcheck import hints
-from gradcheck.rules.base import (
+from gradcheck.series.stats import median
+from gradcheck.verdicts import hints
+from gradcheck.verdicts.rules.base import (
     BASE_SEVERITY,
     Excuse,
     Finding,
@@ -21,8 +22,7 @@ from gradcheck.rules.base import (
     gradient_level,
     severity,
 )
-from gradcheck.signals import ZERO_INITIALISED, Parameter, sgd_update_ratio
-from gradcheck.stats import median
+from gradcheck.verdicts.signals import ZERO_INITIALISED, Parameter, sgd_update_ratio
 
 SLOW = (
     "Weights move, but far less per update than in healthy training (about 1e-3 of their scale "

@@ -1,11 +1,11 @@
 """Read a run's files on every core: big files cut in byte ranges, tasks shared by processes.
 
-Each file is a task (:func:`gradcheck.parts.reduce_file`); a file of at least
+Each file is a task (:func:`gradcheck.engine.parts.reduce_file`); a file of at least
 :data:`SPLIT_SIZE` bytes that holds more than a process's share of all the bytes becomes
 several tasks, byte ranges of about that share (:func:`plan_pieces`, each estimated from the
 records in the file's first few MB to read for :data:`PIECE_SECONDS` at least) that meet at
-records starting a new step (:func:`gradcheck.fastpath.split_offsets`), joined back with
-:func:`gradcheck.fastpath.join_ranges` (or read again in one piece when they cannot be joined
+records starting a new step (:func:`gradcheck.engine.fastpath.split_offsets`), joined back with
+:func:`gradcheck.engine.fastpath.join_ranges` (or read again in one piece when they cannot be joined
 exactly). This process and forked children take the tasks from one queue, the longest first,
 until none is left (:func:`in_processes`; a pool of started workers where there is no
 ``fork``). Less than :data:`POOL_MIN_BYTES` in all is read here alone: forking and sending
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, Protocol, TypeVar
 
-from gradcheck import fastpath
-from gradcheck.parts import FilePart, file_part, reduce_file, reduce_range
-from gradcheck.steps import StepWindow
-from gradcheck.storage import file_size
+from gradcheck.engine import fastpath
+from gradcheck.engine.parts import FilePart, file_part, reduce_file, reduce_range
+from gradcheck.events.steps import StepWindow
+from gradcheck.events.storage import file_size
 
 if TYPE_CHECKING:  # imported where used: a run read by one or two processes needs none
     import multiprocessing.context

@@ -195,7 +195,7 @@ def first_left_edges(
     before the data): it becomes zero-width at its right edge, so no infinite or NaN edge
     reaches arithmetic (a NaN ``min`` stays visible in ``record.min``). A non-empty first
     bucket with ``min`` above it means ``min`` was not written (proto3 reads it as 0): ``-inf``.
-    Element-wise, for both readers (one record here, a batch in ``gradcheck.fastpath``).
+    Element-wise, for both readers (one record here, a batch in ``gradcheck.engine.fastpath``).
     """
     with np.errstate(invalid="ignore"):
         below = minimum <= first_right

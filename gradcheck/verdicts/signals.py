@@ -1,7 +1,7 @@
 """Per-parameter signals over steps: what the verdict rules look at.
 
 For each parameter (see :func:`gradcheck.tags.pair_parameters`) this gathers, from a
-:class:`~gradcheck.series.RunData`, its gradient's L2 norm and per-element RMS per step and its
+:class:`~gradcheck.model.RunData`, its gradient's L2 norm and per-element RMS per step and its
 weights' norm, spread, quantile grid and fingerprints per step, plus the steps at which either
 held NaN/Inf. Exact norms logged as scalars (``gradient_norm/<param>``, ``weight_norm/<param>``)
 are preferred over bucket estimates; non-finite counts logged as scalars mark bad steps.
@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from gradcheck.series import HistogramSeries, RunData
-from gradcheck.stats import median, nan_to_num, nanmedian, wasserstein_from_quantiles
+from gradcheck.series.reduce import HistogramSeries, RunData
+from gradcheck.series.stats import median, nan_to_num, nanmedian, wasserstein_from_quantiles
 from gradcheck.tags import ParameterTags
 
 DENSE_SHARE = 0.999

@@ -8,10 +8,10 @@ import dataclasses
 
 import numpy as np
 
-from gradcheck import hints
-from gradcheck.rules.base import BASE_SEVERITY, Finding, RunContext
-from gradcheck.signals import Parameter
-from gradcheck.stats import median
+from gradcheck.series.stats import median
+from gradcheck.verdicts import hints
+from gradcheck.verdicts.rules.base import BASE_SEVERITY, Finding, RunContext
+from gradcheck.verdicts.signals import Parameter
 
 OVERFLOW_RUN = 3
 """Without a logged loss scale or weights to show the updates were skipped, non-finite

@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from gradcheck.matching import without_model_scope
+from gradcheck.compare.matching import without_model_scope
 from gradcheck.model import Cause, ParameterComparison
 from gradcheck.pipeline import plural
-from gradcheck.stats import median
+from gradcheck.series.stats import median
 
 NAMES_SHOWN = 3
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gradcheck.config import Config
 from gradcheck.model import Verdict
-from gradcheck.signals import GradientSignal, Movement, Parameter
-from gradcheck.stats import median
+from gradcheck.series.stats import median
+from gradcheck.verdicts.config import Config
+from gradcheck.verdicts.signals import GradientSignal, Movement, Parameter
 
 BASE_SEVERITY: Mapping[Verdict, float] = {
     "nan": 4.0,

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcheck import hints
-from gradcheck.rules.base import (
+from gradcheck.series.stats import nanmedian
+from gradcheck.verdicts import hints
+from gradcheck.verdicts.rules.base import (
     BASE_SEVERITY,
     Excuse,
     Finding,
@@ -15,8 +16,7 @@ from gradcheck.rules.base import (
     gradient_is_clear,
     severity,
 )
-from gradcheck.signals import ZERO_INITIALISED, Parameter
-from gradcheck.stats import nanmedian
+from gradcheck.verdicts.signals import ZERO_INITIALISED, Parameter
 
 
 def find_static(parameter: Parameter, context: RunContext) -> Finding | Excuse | None:

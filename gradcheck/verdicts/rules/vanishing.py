@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcheck import hints
-from gradcheck.rules.base import (
+from gradcheck.series.stats import nan_to_num
+from gradcheck.verdicts import hints
+from gradcheck.verdicts.rules.base import (
     Excuse,
     Finding,
     RunContext,
@@ -16,8 +17,7 @@ from gradcheck.rules.base import (
     gradient_level,
     severity,
 )
-from gradcheck.signals import Parameter
-from gradcheck.stats import nan_to_num
+from gradcheck.verdicts.signals import Parameter
 
 
 def find_vanishing(parameter: Parameter, context: RunContext) -> Finding | Excuse | None:

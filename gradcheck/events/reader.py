@@ -5,7 +5,7 @@
 file and byte offset), ``Notice``s, then one ``FileInfo``. Every record is read (no sampling)
 and nothing is kept but small per-tag state, so memory does not grow with file size.
 
-Contract with the stages downstream (``gradcheck/series.py`` reduces this stream):
+Contract with the stages downstream (``gradcheck/series/reduce.py`` reduces this stream):
 
 - **Collisions.** ``HistogramRecord.index`` is the k-th value with the same tag at the same step
   (0 normally). Keras 3.0-3.13 write every layer's kernel under one tag (``kernel/histogram``)
@@ -30,10 +30,10 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from gradcheck.decode import Decoded, EventDecoder, UndecodableEvent
-from gradcheck.framing import Frame, FrameDamage, iter_frames
+from gradcheck.events.decode import Decoded, EventDecoder, UndecodableEvent
+from gradcheck.events.framing import Frame, FrameDamage, iter_frames
+from gradcheck.events.storage import file_size, open_binary
 from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Record, Run, ScalarRecord
-from gradcheck.storage import file_size, open_binary
 
 MAX_COUNTS_KEPT = 64  # element counts remembered per tag and step, for collision notices
 # PyTorch and recent tensorboardX end file names in ``.<pid>.<sequence>``.

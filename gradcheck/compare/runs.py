@@ -1,11 +1,11 @@
 """Two runs of one model, parameter by parameter: ``gradcheck compare A B``.
 
 "``model.fit()`` trains; my hand-written step explodes": the cause shows when the two runs are
-put side by side. Parameters are matched by name (:mod:`gradcheck.matching`), steps aligned on
+put side by side. Parameters are matched by name (:mod:`.matching`), steps aligned on
 those both runs logged, and per parameter the ratios B/A of the gradient norm (at the first
 common step and its median), of the weights' movement per logged step, and of movement per
 unit of gradient (for SGD, the learning-rate ratio) are taken, with each run's own verdict.
-:mod:`gradcheck.causes` then names the likely cause in one sentence.
+:mod:`gradcheck.compare.causes` then names the likely cause in one sentence.
 
 Movement is the Wasserstein-1 distance between the weight histograms of consecutive logged
 steps (what ``gradcheck analyze`` measures too): a lower bound of the element-wise update,
@@ -20,16 +20,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gradcheck import __version__, hints
-from gradcheck.causes import name_cause
-from gradcheck.clipping import chart_series
-from gradcheck.config import DEFAULT_CONFIG, Config
-from gradcheck.detect import run_parameters
+from gradcheck import __version__
+from gradcheck.compare.causes import name_cause
+from gradcheck.compare.matching import NamePair, match_names, names_phrase
 from gradcheck.errors import InputError
-from gradcheck.matching import NamePair, match_names, names_phrase
 from gradcheck.model import Comparison, ParameterComparison, StepSeries, Verdict
 from gradcheck.pipeline import LoadedRun
-from gradcheck.signals import (
+from gradcheck.series.stats import median, wasserstein_from_quantiles
+from gradcheck.tags import DEFAULT_RULES, TagRules
+from gradcheck.verdicts import hints
+from gradcheck.verdicts.clipping import chart_series
+from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
+from gradcheck.verdicts.detect import run_parameters
+from gradcheck.verdicts.signals import (
     GradientSignal,
     Parameter,
     WeightSignal,
@@ -37,8 +40,6 @@ from gradcheck.signals import (
     movement,
     run_weight_spread,
 )
-from gradcheck.stats import median, wasserstein_from_quantiles
-from gradcheck.tags import DEFAULT_RULES, TagRules
 
 
 class _Side:

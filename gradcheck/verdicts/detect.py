@@ -1,8 +1,8 @@
 """Verdicts for one run: reduced series -> a RunReport with every parameter ranked.
 
 ``analyze_run`` pairs the run's series into parameters (:mod:`gradcheck.tags`), derives their
-signals (:mod:`gradcheck.signals`), measures the run as a whole (largest gradient, loss,
-weight movements, clipping), applies one rule per verdict (:mod:`gradcheck.rules`) and
+signals (:mod:`gradcheck.verdicts.signals`), measures the run as a whole (largest gradient, loss,
+weight movements, clipping), applies one rule per verdict (:mod:`gradcheck.verdicts.rules`) and
 ranks the results: NaN above exploding above vanishing above static, and within a kind by how
 far past its threshold. A parameter's verdict is its most severe flag.
 """
@@ -16,16 +16,6 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from gradcheck import hints
-from gradcheck.clipping import (
-    GlobalNorm,
-    chart_series,
-    clip_info,
-    downsample,
-    global_norms,
-    pinned_ceiling,
-)
-from gradcheck.config import DEFAULT_CONFIG, Config
 from gradcheck.model import (
     GLOBAL_NORM_ROW,
     VERDICTS,
@@ -36,7 +26,29 @@ from gradcheck.model import (
     StepSeries,
     Verdict,
 )
-from gradcheck.rules import (
+from gradcheck.series.reduce import RunData, ScalarSeries, join_renamed
+from gradcheck.series.stats import median, nanmedian
+from gradcheck.tags import (
+    DEFAULT_RULES,
+    ParameterTags,
+    ScalarRole,
+    TagRules,
+    pair_parameters,
+    scalar_role,
+    scalar_roles,
+    training_loss_rank,
+)
+from gradcheck.verdicts import hints
+from gradcheck.verdicts.clipping import (
+    GlobalNorm,
+    chart_series,
+    clip_info,
+    downsample,
+    global_norms,
+    pinned_ceiling,
+)
+from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
+from gradcheck.verdicts.rules import (
     Excuse,
     Finding,
     RunContext,
@@ -51,9 +63,8 @@ from gradcheck.rules import (
     gradient_level,
     rank_nan,
 )
-from gradcheck.rules.slow import run_updates, sgd_ratio
-from gradcheck.series import RunData, ScalarSeries, join_renamed
-from gradcheck.signals import (
+from gradcheck.verdicts.rules.slow import run_updates, sgd_ratio
+from gradcheck.verdicts.signals import (
     Movement,
     Parameter,
     WeightSignal,
@@ -61,17 +72,6 @@ from gradcheck.signals import (
     movement,
     parameter_signals,
     run_weight_spread,
-)
-from gradcheck.stats import median, nanmedian
-from gradcheck.tags import (
-    DEFAULT_RULES,
-    ParameterTags,
-    ScalarRole,
-    TagRules,
-    pair_parameters,
-    scalar_role,
-    scalar_roles,
-    training_loss_rank,
 )
 
 __all__ = ["DEFAULT_CONFIG", "analyze_run"]
@@ -134,7 +134,7 @@ def run_parameters(
     data: RunData, rules: TagRules = DEFAULT_RULES
 ) -> tuple[RunData, list[Parameter], list[GlobalNorm], GradientCoverage, dict[str, ScalarRole]]:
     """A run's parameters as the verdicts see them: series renamed mid-run joined
-    (:func:`~gradcheck.series.join_renamed`), tags paired, signals derived, and the
+    (:func:`~gradcheck.series.reduce.join_renamed`), tags paired, signals derived, and the
     ``(global gradient norm)`` row where the global norm is the only gradient evidence; with
     the joined data, the run's global norms, its gradient coverage and its scalars' roles
     (found once: a run may log 10^6 scalar tags; ``compare`` takes the same)."""

@@ -1,4 +1,4 @@
-"""The optional C extension ``gradcheck._scan``, for the modules that have a C hot path.
+"""The optional C extension ``gradcheck.native._scan``, for the modules that have a C hot path.
 
 Each C function has a numpy or Python twin that gives the same results and defines them (the
 tests compare the two). The extension is used when it was built, unless ``GRADCHECK_NO_EXT=1``
@@ -11,7 +11,7 @@ import os
 from types import ModuleType
 
 try:
-    from gradcheck import _scan
+    from gradcheck.native import _scan
 except ImportError:  # pragma: no cover - the extension was not built
     _scan = None  # type: ignore[assignment]
 

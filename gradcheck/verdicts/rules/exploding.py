@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck import hints
-from gradcheck.clipping import pinned_ceiling
-from gradcheck.config import Config
-from gradcheck.rules.base import (
+from gradcheck.series.stats import median, nan_to_num, nanmedian
+from gradcheck.verdicts import hints
+from gradcheck.verdicts.clipping import pinned_ceiling
+from gradcheck.verdicts.config import Config
+from gradcheck.verdicts.rules.base import (
     Excuse,
     Finding,
     RunContext,
@@ -23,8 +24,7 @@ from gradcheck.rules.base import (
     fmt,
     severity,
 )
-from gradcheck.signals import Parameter, common_steps
-from gradcheck.stats import median, nan_to_num, nanmedian
+from gradcheck.verdicts.signals import Parameter, common_steps
 
 NEAR_BASELINE = 2.0  # a rise departs from the baseline after the last step within 2x of it
 
@@ -227,7 +227,7 @@ def _gradient_rise(parameter: Parameter, context: RunContext) -> Finding | Excus
 def _others_level(parameter: Parameter, context: RunContext, rise: Rise) -> tuple[float, str]:
     """What a rising gradient is compared with to tell a blow-up from a small gradient catching
     up with the others: the run's largest early gradient, or the largest of the other gradients
-    (of the same kind, see :func:`~gradcheck.rules.base.comparable`) during the rise (the median
+    (of the same kind, see :func:`.base.comparable`) during the rise (the median
     over its steps) when that is lower. A gradient that ends far above both caught up with
     nothing: the others converged (a branch diverging while the loss falls), or rose with it
     (every layer exploding together) and then the early level is the lower one."""

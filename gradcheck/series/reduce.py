@@ -1,15 +1,15 @@
 """Stream, then reduce: reader records -> per-series arrays of per-step statistics (one run).
 
 :func:`reduce_records` consumes the reader's stream once. Histograms are buffered in batches of
-:data:`BATCH_SIZE` and reduced with :func:`gradcheck.stats.histogram_stats_batch` (one numpy
+:data:`BATCH_SIZE` and reduced with :func:`gradcheck.series.stats.histogram_stats_batch` (one numpy
 pass per batch instead of a dozen small numpy calls per histogram); bucket arrays are dropped
 when their batch is reduced. Per step a series keeps its step (int64), wall time (float64), a
 64-bit fingerprint of the histogram (equal fingerprints: bit-identical histograms) and the
-float32 statistics of :data:`gradcheck.stats.STAT_NAMES`: 88 bytes a step, whatever the number
+float32 statistics of :data:`.stats.STAT_NAMES`: 88 bytes a step, whatever the number
 of buckets. Finite values beyond float32's range are stored as +-float32 max, so only a
 non-finite input is stored as non-finite.
 
-Restarts (see ``gradcheck.reader``): when a series' step goes back to ``s`` (or repeats), the
+Restarts (see ``gradcheck.events.reader``): when a series' step goes back to ``s`` (or repeats), the
 steps ``>= s`` kept so far are dropped and the newer data kept, as TensorBoard purges orphaned
 steps. :func:`merge` applies the same rule across per-file parts, so reducing files separately
 and merging them gives the same result as reducing the run's stream.
@@ -29,9 +29,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from gradcheck.engine.native import extension
 from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Record, ScalarRecord
-from gradcheck.native import extension
-from gradcheck.stats import (
+from gradcheck.series.stats import (
     COLUMN,
     FIELD_NAMES,
     PERCENTILES,
@@ -86,7 +86,7 @@ class HistogramSeries:
         return len(self) if self.rows_read is None else self.rows_read
 
     def column(self, name: str) -> np.ndarray:
-        """One statistic over the steps, as float64 (see :data:`gradcheck.stats.STAT_NAMES`)."""
+        """One statistic over the steps, as float64 (see :data:`.stats.STAT_NAMES`)."""
         return self.stats[:, COLUMN[name]].astype(np.float64)
 
     def quantile_grid(self) -> np.ndarray:
@@ -746,7 +746,7 @@ def _restarts_across(parts: Sequence[RunData]) -> list[Notice]:
     """A restart notice for each file whose series go back to steps an earlier file of the run
     already held (a resumed training writing a new file), first seen on one tag: the reader
     sees restarts within a file; this is the same notice across files."""
-    from gradcheck.reader import restart_notice  # the reader's wording, one definition
+    from gradcheck.events.reader import restart_notice  # the reader's wording, one definition
 
     last: dict[object, int] = {}
     found = []

@@ -1,4 +1,4 @@
-"""The fast reading engine: the C scanner (``gradcheck._scan``) feeding batched reduction.
+"""The fast reading engine: the C scanner (``gradcheck.native._scan``) feeding batched reduction.
 
 One semantics, two engines. ``reader.read_file`` + ``series.reduce_records`` (pure Python,
 record objects) is the reference; :func:`reduce_file_range` gives the same ``RunData`` from
@@ -20,11 +20,10 @@ from typing import BinaryIO
 
 import numpy as np
 
-from gradcheck.decode import EventDecoder, first_left_edges
-from gradcheck.framing import Frame, Window, frame_at
-from gradcheck.model import FileInfo, HistogramRecord, Notice, Record, ScalarRecord
-from gradcheck.native import _scan, extension
-from gradcheck.reader import (
+from gradcheck.engine.native import _scan, extension
+from gradcheck.events.decode import EventDecoder, first_left_edges
+from gradcheck.events.framing import Frame, Window, frame_at
+from gradcheck.events.reader import (
     FileTally,
     collision_notice,
     element_count,
@@ -34,7 +33,10 @@ from gradcheck.reader import (
     restart_notice,
     unreadable,
 )
-from gradcheck.series import (
+from gradcheck.events.steps import StepWindow
+from gradcheck.events.storage import file_size, open_binary
+from gradcheck.model import FileInfo, HistogramRecord, Notice, Record, ScalarRecord
+from gradcheck.series.reduce import (
     _WEIGHTS,
     BucketMatrices,
     RunData,
@@ -43,9 +45,7 @@ from gradcheck.series import (
     merge,
     reduce_by_width,
 )
-from gradcheck.stats import STAT_NAMES
-from gradcheck.steps import StepWindow
-from gradcheck.storage import file_size, open_binary
+from gradcheck.series.stats import STAT_NAMES
 
 ROWS = 8192
 """Values per batch at most: each batch costs Python work per series it touches, so fewer,

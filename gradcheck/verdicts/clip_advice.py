@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from gradcheck.config import Config
 from gradcheck.model import ClipInfo, Framework
+from gradcheck.verdicts.config import Config
 
 if TYPE_CHECKING:
-    from gradcheck.series import RunData
-    from gradcheck.signals import Parameter
+    from gradcheck.series.reduce import RunData
+    from gradcheck.verdicts.signals import Parameter
 
 _TORCH_NAME = re.compile(r"(?:^|\.)(?:weight|bias)(?:_[a-z]{2}_l\d+\w*)?$")
 _KERAS_NAME = re.compile(r"(?:^|/)(?:kernel|recurrent_kernel|bias|gamma|beta|embeddings)$")

@@ -17,8 +17,8 @@ import stat
 from collections.abc import Sequence
 
 from gradcheck.errors import InputError
+from gradcheck.events.storage import file_kind
 from gradcheck.model import Run
-from gradcheck.storage import file_kind
 
 EVENT_FILE_MARKER = "tfevents"
 

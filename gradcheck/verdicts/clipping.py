@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck.clip_advice import advice, guess_framework
-from gradcheck.config import Config
 from gradcheck.model import GLOBAL_NORM_ROW, ClipInfo, ClipKind, StepSeries
-from gradcheck.series import HistogramSeries, RunData, ScalarSeries
-from gradcheck.signals import GradientSignal, Parameter, common_steps
-from gradcheck.stats import median, percentile
+from gradcheck.series.reduce import HistogramSeries, RunData, ScalarSeries
+from gradcheck.series.stats import median, percentile
 from gradcheck.tags import ScalarRole, scalar_roles
+from gradcheck.verdicts.clip_advice import advice, guess_framework
+from gradcheck.verdicts.config import Config
+from gradcheck.verdicts.signals import GradientSignal, Parameter, common_steps
 
 TREND_POINTS = 24
 CHART_WINDOWS = 512
