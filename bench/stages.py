@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a script: python bench/stages.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import readers  # noqa: E402
-from gradcheck.series.stats import STAT_NAMES  # noqa: E402
+from gradcheck.model import STAT_NAMES  # noqa: E402
 
 
 def _best(function: Callable[[], object], repeats: int) -> float:

@@ -14,8 +14,8 @@ import numpy as np
 
 from gradcheck.events.discover import discover
 from gradcheck.events.reader import read_run
-from gradcheck.model import Damage, HistogramRecord, Notice, Record, ScalarRecord
-from gradcheck.series.stats import FIELD_NAMES, STAT_NAMES, histogram_stats_batch
+from gradcheck.model import STAT_NAMES, Damage, HistogramRecord, Notice, Record, ScalarRecord
+from gradcheck.series.stats import FIELD_NAMES, histogram_stats_batch
 
 if TYPE_CHECKING:  # pandas is imported only by frame(): ``gradcheck.read`` stays light
     import pandas as pd

@@ -98,7 +98,7 @@ class Damage:
 NoticeKind = Literal["tag_collision", "restart", "thinned", "other"]
 """``tag_collision``: one tag written several times at a step (Keras 3), told apart by index.
 ``restart``: a series' step went back; the older steps from there on are dropped.
-``thinned``: histogram series longer than ``series.MAX_ROWS`` steps keep the first and the worst
+``thinned``: histogram series longer than ``thin.MAX_ROWS`` steps keep the first and the worst
 step of each W-step window (one notice per run, saying how many steps were read and kept).
 ``other``: anything else the reader handled."""
 
@@ -139,6 +139,102 @@ class Run:
 
 
 # --------------------------------------------------------------------------------------------
+# Series: what the reducer gives per run (series/), and the verdicts take (verdicts/).
+# --------------------------------------------------------------------------------------------
+
+PERCENTILES: tuple[float, ...] = (1.0, 5.0, 25.0, 50.0, 75.0, 95.0, 99.0)
+"""Percentiles kept per histogram and step."""
+
+STAT_NAMES: tuple[str, ...] = (
+    "count",
+    "min",
+    "max",
+    "mean",
+    "std",
+    "l2_norm",
+    "l2_error_bound",
+    "nonfinite_share",
+    "zero_share",
+    *(f"p{int(p):02d}" for p in PERCENTILES),
+)
+"""The statistics kept per histogram and step: the columns of ``HistogramSeries.stats`` (and of
+:func:`gradcheck.series.stats.histogram_stats_batch`'s matrix), in order."""
+
+COLUMN = {name: i for i, name in enumerate(STAT_NAMES)}
+
+SeriesKey = tuple[str, int]
+"""``(tag, index)``: ``index`` tells apart series written under one tag at one step."""
+
+
+@dataclass(frozen=True, eq=False)
+class HistogramSeries:
+    """One histogram series of a run: per-step statistics, in step order."""
+
+    tag: str
+    index: int
+    encoding: str
+    steps: np.ndarray  # int64 [n]
+    wall_times: np.ndarray  # float64 [n]
+    stats: np.ndarray  # float32 [n, len(STAT_NAMES)]
+    fingerprints: np.ndarray  # uint64 [n]
+    window: int = 1  # 1, or W when thinned (the first and worst rows of each W-step window)
+    rows_read: int | None = None  # histograms behind the rows (None: ``len(self)``)
+
+    def __len__(self) -> int:
+        return int(self.steps.size)
+
+    @property
+    def histograms_read(self) -> int:
+        """Histograms behind the series' rows: its length, more once thinned. Histograms a
+        restart purged are not counted, except those a thinned window stood for (how many of
+        a window's histograms a kept row stands for is not kept)."""
+        return len(self) if self.rows_read is None else self.rows_read
+
+    def column(self, name: str) -> np.ndarray:
+        """One statistic over the steps, as float64 (see :data:`STAT_NAMES`)."""
+        return self.stats[:, COLUMN[name]].astype("float64")
+
+    def quantile_grid(self) -> np.ndarray:
+        """``[n, 9]`` float64: min, p1, p5, p25, p50, p75, p95, p99, max per step."""
+        columns = ["min", *(f"p{int(p):02d}" for p in PERCENTILES), "max"]
+        return self.stats[:, [COLUMN[c] for c in columns]].astype("float64")
+
+
+@dataclass(frozen=True, eq=False)
+class ScalarSeries:
+    """One scalar tag of a run, in step order."""
+
+    tag: str
+    steps: np.ndarray  # int64 [n]
+    values: np.ndarray  # float64 [n]
+
+    def __len__(self) -> int:
+        return int(self.steps.size)
+
+
+@dataclass(frozen=True, eq=False)
+class RunData:
+    """Everything analysis needs from one run; series in order of first appearance."""
+
+    run: str
+    files: tuple[str, ...]
+    file_infos: tuple[FileInfo, ...]
+    damages: tuple[Damage, ...]
+    notices: tuple[Notice, ...]
+    histograms: Mapping[SeriesKey, HistogramSeries]
+    scalars: Mapping[str, ScalarSeries]
+
+    @property
+    def steps(self) -> tuple[int, int] | None:
+        """First and last step of any histogram or scalar, or None when there is none."""
+        all_steps = [s.steps for s in self.histograms.values()]
+        all_steps += [s.steps for s in self.scalars.values()]
+        firsts = [int(steps[0]) for steps in all_steps if steps.size]
+        lasts = [int(steps[-1]) for steps in all_steps if steps.size]
+        return (min(firsts), max(lasts)) if firsts else None
+
+
+# --------------------------------------------------------------------------------------------
 # Report: what detection produces and the formatters render.
 # --------------------------------------------------------------------------------------------
 
@@ -171,7 +267,7 @@ a global gradient norm, or none."""
 @dataclass(frozen=True, eq=False)
 class StepSeries:
     """One quantity at every step the analysis kept (not downsampled; at most
-    ``2 * series.MAX_ROWS`` steps once a long log is thinned), for the HTML report's charts.
+    ``2 * series.thin.MAX_ROWS`` steps once a long log is thinned), for the HTML report's charts.
 
     ``steps`` (int64) and ``values`` (float64, NaN where missing or non-finite) have one entry
     per step; ``nonfinite_steps`` are the steps at which the logged values held NaN or inf.

@@ -28,9 +28,11 @@ from gradcheck.model import (
     FileInfo,
     Report,
     Run,
+    RunData,
     RunReport,
 )
-from gradcheck.series.reduce import MAX_ROWS, RunData, merge
+from gradcheck.series.merge import merge
+from gradcheck.series.thin import MAX_ROWS
 from gradcheck.tags import DEFAULT_RULES, TagRules
 from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
 from gradcheck.verdicts.detect import analyze_run
@@ -221,7 +223,7 @@ def _judged(item: tuple[Run, Sequence[FilePart]], config: Config, rules: TagRule
 
 def _verdict_seconds(parts: Sequence[FilePart]) -> float:
     """Estimated time to judge a run of these parts (:data:`VERDICT_SECONDS_PER_SERIES`):
-    its series once each, their rows as merged (at most :data:`~gradcheck.series.reduce.MAX_ROWS`
+    its series once each, their rows as merged (at most :data:`~gradcheck.series.thin.MAX_ROWS`
     each)."""
     rows: dict[object, int] = {}
     for part in parts:

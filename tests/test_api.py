@@ -12,8 +12,8 @@ import pytest
 import gradcheck
 from gradcheck import api
 from gradcheck.errors import InputError
-from gradcheck.model import FileInfo, HistogramRecord, ScalarRecord
-from gradcheck.series.stats import STAT_NAMES, histogram_stats
+from gradcheck.model import STAT_NAMES, FileInfo, HistogramRecord, ScalarRecord
+from gradcheck.series.stats import histogram_stats
 from tests import eventfiles as ef
 from tests.fresh_interpreter import frameworks_imported_by
 

@@ -32,9 +32,9 @@ from gradcheck.engine.parts import (
 from gradcheck.events.decode import first_left_edges
 from gradcheck.events.framing import masked_crc32c
 from gradcheck.events.steps import StepWindow
-from gradcheck.model import HistogramRecord
-from gradcheck.series.reduce import _WEIGHTS, RunData, reduce_histograms
-from gradcheck.series.stats import STAT_NAMES, histogram_stats_batch
+from gradcheck.model import STAT_NAMES, HistogramRecord, RunData
+from gradcheck.series.reduce import FINGERPRINT_WEIGHTS, reduce_histograms
+from gradcheck.series.stats import histogram_stats_batch
 from tests import eventfiles as ef
 from tests.test_reader import keras3_step
 
@@ -999,7 +999,7 @@ def c_reduce(records: list[HistogramRecord]) -> tuple[np.ndarray, np.ndarray]:
         np.array(sizes, dtype=np.int32),
         np.array(kinds, dtype=np.uint8),
         fields,
-        _WEIGHTS,
+        FINGERPRINT_WEIGHTS,
         stats,
         fingerprints,
     )

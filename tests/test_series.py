@@ -7,10 +7,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import gradcheck.series.reduce as series_module
-from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Record, ScalarRecord
-from gradcheck.series.reduce import BATCH_SIZE, RunData, merge, reduce_records
-from gradcheck.series.stats import COLUMN, STAT_NAMES, histogram_stats
+import gradcheck.series.thin as thin_module
+from gradcheck.model import (
+    COLUMN,
+    STAT_NAMES,
+    Damage,
+    FileInfo,
+    HistogramRecord,
+    Notice,
+    Record,
+    RunData,
+    ScalarRecord,
+)
+from gradcheck.series.merge import merge
+from gradcheck.series.reduce import BATCH_SIZE, reduce_records
+from gradcheck.series.stats import histogram_stats
 from tests.histograms import Buckets, tf2_buckets, torch_proto
 
 RUN = "runs/a"
@@ -79,7 +90,7 @@ def test_collision_indexes_are_separate_series() -> None:
 
 
 def test_more_records_than_a_batch_keep_stream_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(series_module, "MAX_ROWS", 2 * BATCH_SIZE)  # no thinning (test_thinning.py)
+    monkeypatch.setattr(thin_module, "MAX_ROWS", 2 * BATCH_SIZE)  # no thinning (test_thinning.py)
     steps = range(BATCH_SIZE + 37)
     data = reduce_records(histogram("w", s, tf2_buckets(values_at(s, size=20))) for s in steps)
     series = data.histograms[("w", 0)]

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from gradcheck.engine import native
+from gradcheck.model import COLUMN
 from gradcheck.series import stats as stats_module
 from gradcheck.series.stats import (
-    COLUMN,
     FIELD_NAMES,
     QUANTILE_LEVELS,
     HistStats,

@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from gradcheck.engine import fastpath
 from gradcheck.engine.parts import reduce_file_reference
 from gradcheck.events.steps import StepWindow
-from gradcheck.model import Record
+from gradcheck.model import COLUMN, STAT_NAMES, HistogramSeries, Record, RunData
 from gradcheck.pipeline import analyze
-from gradcheck.series import reduce as series
-from gradcheck.series.reduce import HistogramSeries, RunData, merge, reduce_records
-from gradcheck.series.stats import COLUMN, STAT_NAMES
+from gradcheck.series import reduce, thin
+from gradcheck.series.merge import merge
+from gradcheck.series.reduce import reduce_records
 from gradcheck.tags import TagRules
 from gradcheck.verdicts.config import DEFAULT_CONFIG
 from tests import eventfiles as ef
@@ -33,7 +33,7 @@ RUN = "runs/a"
 
 @pytest.fixture
 def max_rows_8(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(series, "MAX_ROWS", 8)
+    monkeypatch.setattr(thin, "MAX_ROWS", 8)
     yield
 
 
@@ -57,7 +57,7 @@ def stream(steps: range, **kind: int) -> list[Record]:
 
 def unthinned(records: list[Record]) -> HistogramSeries:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(series, "MAX_ROWS", 1 << 20)
+        patch.setattr(thin, "MAX_ROWS", 1 << 20)
         return reduce_records(records).histograms[("g", 0)]
 
 
@@ -84,7 +84,7 @@ def kept_steps(full: HistogramSeries, window: int) -> list[int]:
 
 def smallest_window(full: HistogramSeries, limit: int) -> int:
     """The smallest power of two whose kept steps fit ``limit`` (brute force), the first
-    window counting one row (see ``series._fits``)."""
+    window counting one row (see ``thin._fits``)."""
     window = 1
     while True:
         kept = kept_steps(full, window)
@@ -145,8 +145,8 @@ def test_cut_streams_merged_equal_the_whole_stream(
 ) -> None:
     records = stream(range(300), spike=spike, nan_from=nan_from)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(series, "MAX_ROWS", 8)
-        patch.setattr(series, "BATCH_SIZE", batch)
+        patch.setattr(thin, "MAX_ROWS", 8)
+        patch.setattr(reduce, "BATCH_SIZE", batch)
         whole = reduce_records(records)
         bounds = [0, *sorted(set(cuts)), len(records)]
         parts = [reduce_records(records[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
@@ -227,7 +227,7 @@ def write_thinned_run(directory: Path, steps: int, nan_from: int) -> Path:
 def test_real_event_file_end_to_end_notice_and_exact_nan_onset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(series, "MAX_ROWS", 16)
+    monkeypatch.setattr(thin, "MAX_ROWS", 16)
     run = write_thinned_run(tmp_path / "run", steps=300, nan_from=203)
     rules = TagRules.from_patterns(None, None)
     report = analyze([str(run)], config=DEFAULT_CONFIG, rules=rules, jobs=1)
@@ -245,7 +245,7 @@ def test_real_event_file_end_to_end_notice_and_exact_nan_onset(
 def test_both_engines_and_byte_ranges_thin_alike(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(series, "MAX_ROWS", 16)
+    monkeypatch.setattr(thin, "MAX_ROWS", 16)
     run = write_thinned_run(tmp_path / "run", steps=300, nan_from=203)
     (path,) = (str(p) for p in run.iterdir())
     window = StepWindow()
@@ -328,10 +328,10 @@ def test_c_thinning_keeps_the_rows_numpy_keeps(
     stats[:, COLUMN["nonfinite_share"]] = shares[: len(steps)]
     stats[:, 0] = np.arange(len(steps))  # other columns must not matter
     step_array = np.array(steps, dtype=np.int64)
-    kept_c, window_c = series._thinned_rows(step_array, stats, window, limit)
+    kept_c, window_c = thin._thinned_rows(step_array, stats, window, limit)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GRADCHECK_NO_EXT", "1")
-        kept_numpy, window_numpy = series._thinned_rows(step_array, stats, window, limit)
+        kept_numpy, window_numpy = thin._thinned_rows(step_array, stats, window, limit)
     assert window_c == window_numpy
     assert kept_c.tolist() == kept_numpy.tolist()
 

@@ -35,17 +35,18 @@ from gradcheck.events.reader import (
 )
 from gradcheck.events.steps import StepWindow
 from gradcheck.events.storage import file_size, open_binary
-from gradcheck.model import FileInfo, HistogramRecord, Notice, Record, ScalarRecord
-from gradcheck.series.reduce import (
-    _WEIGHTS,
-    BucketMatrices,
+from gradcheck.model import (
+    STAT_NAMES,
+    FileInfo,
+    HistogramRecord,
+    Notice,
+    Record,
     RunData,
+    ScalarRecord,
     SeriesKey,
-    _Reducer,
-    merge,
-    reduce_by_width,
 )
-from gradcheck.series.stats import STAT_NAMES
+from gradcheck.series.merge import merge
+from gradcheck.series.reduce import FINGERPRINT_WEIGHTS, BucketMatrices, Reducer, reduce_by_width
 
 ROWS = 8192
 """Values per batch at most: each batch costs Python work per series it touches, so fewer,
@@ -157,7 +158,7 @@ class _RangeReader:
         self.state = _ScannerState(run, keep_unknown)
         self.assumed = dict(assumed or {})
         self.state.decoder.plugin_by_tag.update(self.assumed)
-        self.reducer = _Reducer()
+        self.reducer = Reducer()
         self.reducer.run = run
         self.tally = FileTally()
         self.columns = _Columns()
@@ -374,11 +375,13 @@ def _in_window(steps: np.ndarray, window: StepWindow) -> np.ndarray | None:
 def _reduced(c: _Columns, at: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Statistics and fingerprints of the scanned histograms ``at``: in C (``_scan.reduce``,
     the numpy code's twin) up to 8192 buckets, else with numpy (``series.reduce_by_width``)."""
-    if sizes.size and int(sizes.max()) > _WEIGHTS.shape[1]:
+    if sizes.size and int(sizes.max()) > FINGERPRINT_WEIGHTS.shape[1]:
         return reduce_by_width(sizes, _matrices_of(c, at, sizes))
     rows = np.empty((at.size, len(STAT_NAMES)), dtype=np.float32)
     fingerprints = np.empty(at.size, dtype=np.uint64)
-    _scan.reduce(c.data, at, c.starts, c.sizes, c.kinds, c.fields, _WEIGHTS, rows, fingerprints)
+    _scan.reduce(
+        c.data, at, c.starts, c.sizes, c.kinds, c.fields, FINGERPRINT_WEIGHTS, rows, fingerprints
+    )
     return rows, fingerprints
 
 

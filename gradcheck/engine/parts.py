@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from gradcheck.engine import fastpath
 from gradcheck.events.reader import read_file
 from gradcheck.events.steps import StepWindow
-from gradcheck.model import HistogramRecord, Record, ScalarRecord
-from gradcheck.series.reduce import RunData, reduce_records
+from gradcheck.model import HistogramRecord, Record, RunData, ScalarRecord
+from gradcheck.series.reduce import reduce_records
 
 PROGRESS_EVERY = 256  # records between two progress reports within a file (cheap: rich throttles)
 

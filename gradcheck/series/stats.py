@@ -33,28 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcheck.engine.native import extension
-
-PERCENTILES: tuple[float, ...] = (1.0, 5.0, 25.0, 50.0, 75.0, 95.0, 99.0)
-"""Percentiles kept per histogram and step."""
+from gradcheck.model import COLUMN, PERCENTILES, STAT_NAMES
 
 QUANTILE_LEVELS: np.ndarray = np.array([0.0, *(p / 100.0 for p in PERCENTILES), 1.0])
 """Levels of the quantile grid ``(min, p1 .. p99, max)`` used for distribution distances."""
-
-STAT_NAMES: tuple[str, ...] = (
-    "count",
-    "min",
-    "max",
-    "mean",
-    "std",
-    "l2_norm",
-    "l2_error_bound",
-    "nonfinite_share",
-    "zero_share",
-    *(f"p{int(p):02d}" for p in PERCENTILES),
-)
-"""Columns of :func:`histogram_stats_batch`'s matrix, in order."""
-
-COLUMN = {name: i for i, name in enumerate(STAT_NAMES)}
 
 
 @dataclass(frozen=True)

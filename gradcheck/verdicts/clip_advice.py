@@ -16,7 +16,7 @@ from gradcheck.model import ClipInfo, Framework
 from gradcheck.verdicts.config import Config
 
 if TYPE_CHECKING:
-    from gradcheck.series.reduce import RunData
+    from gradcheck.model import RunData
     from gradcheck.verdicts.signals import Parameter
 
 _TORCH_NAME = re.compile(r"(?:^|\.)(?:weight|bias)(?:_[a-z]{2}_l\d+\w*)?$")

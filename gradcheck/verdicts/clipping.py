@@ -16,8 +16,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck.model import GLOBAL_NORM_ROW, ClipInfo, ClipKind, StepSeries
-from gradcheck.series.reduce import HistogramSeries, RunData, ScalarSeries
+from gradcheck.model import (
+    GLOBAL_NORM_ROW,
+    ClipInfo,
+    ClipKind,
+    HistogramSeries,
+    RunData,
+    ScalarSeries,
+    StepSeries,
+)
 from gradcheck.series.stats import median, percentile
 from gradcheck.tags import ScalarRole, scalar_roles
 from gradcheck.verdicts.clip_advice import advice, guess_framework

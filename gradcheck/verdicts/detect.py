@@ -22,11 +22,13 @@ from gradcheck.model import (
     GradientCoverage,
     LayerResult,
     Reference,
+    RunData,
     RunReport,
+    ScalarSeries,
     StepSeries,
     Verdict,
 )
-from gradcheck.series.reduce import RunData, ScalarSeries, join_renamed
+from gradcheck.series.merge import join_renamed
 from gradcheck.series.stats import median, nanmedian
 from gradcheck.tags import (
     DEFAULT_RULES,

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from gradcheck.series.reduce import HistogramSeries, RunData
+from gradcheck.model import HistogramSeries, RunData
 from gradcheck.series.stats import median, nan_to_num, nanmedian, wasserstein_from_quantiles
 from gradcheck.tags import ParameterTags
 
