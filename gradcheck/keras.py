@@ -14,10 +14,9 @@ float64 L2 norms, non-finite counts, the global gradient norm):
 - :func:`log_step`: for custom training loops, given a writer, the variables, their gradients and
   the step (the pattern written by hand today, done once, correctly).
 
-Overhead (``bench/callback_overhead.py``: a 235k-parameter MLP, batch 64, 2 shared CPU cores):
-one logged step costs 15-20 ms with histograms, about 7 ms without, against 4-7 ms for a
-training step, plus a one-off 1.5-3.5 s to trace the logging function at the first log. At the
-default ``every_n_steps=100`` training slows by about 4%; steps that are not logged cost nothing.
+Overhead: a logged step costs a few training steps' time, steps that are not logged nothing;
+at the default ``every_n_steps=100`` training slows by a few percent (figures from
+``bench/callback_overhead.py`` in ``bench/README.md``).
 
 Needs TensorFlow (``pip install 'gradcheck[keras]'``); this is the only gradcheck module that
 imports it.

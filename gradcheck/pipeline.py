@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from gradcheck import __version__
+from gradcheck.engine import plan
 from gradcheck.engine.parts import FilePart as FilePart
 from gradcheck.engine.parts import reduce_file as reduce_file
 from gradcheck.engine.pool import map_shared, read_files
@@ -32,7 +33,6 @@ from gradcheck.model import (
     RunReport,
 )
 from gradcheck.series.merge import merge
-from gradcheck.series.thin import MAX_ROWS
 from gradcheck.tags import DEFAULT_RULES, TagRules
 from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
 from gradcheck.verdicts.detect import analyze_run
@@ -183,19 +183,6 @@ def _only_run(path: str) -> Run:
     return runs[0]
 
 
-VERDICT_SECONDS_PER_SERIES = 3.5e-4
-VERDICT_SECONDS_PER_ROW = 2.2e-7
-"""What judging a run costs, per series and per row of its series (measured 2026-11-30 on
-the bench logs and the test zoo: 44 ms for 126 series of 6,400 rows in all, 89 ms for 130
-series of 203,000 rows, 3-18 ms for runs of 5 to 41 small series)."""
-VERDICT_SPLIT_SECONDS = 0.05
-"""Runs are judged on several processes when each one's runs are estimated to take this
-long: the fork (a few ms for a process holding the runs' series) and the child's
-copy-on-write page faults are then well covered. (Measured 2026-11-30 from the command
-line, two processes: the 28 small runs of the test corpus, halves estimated 0.047 and
-0.043 s, gained nothing; the 41 runs of the test zoo went from 0.95-1.02 s to 0.76-0.78 s.)"""
-
-
 def judge_runs(
     runs: Sequence[Run],
     parts_by_run: Sequence[Sequence[FilePart]],
@@ -205,33 +192,20 @@ def judge_runs(
 ) -> list[RunReport]:
     """The report of every run (see :func:`analyze_parts`), in order; runs share processes
     (``jobs`` allowing, see :func:`gradcheck.engine.pool.map_shared`) when there is enough to
-    judge: verdicts cost ~0.35 ms a series, and a sweep of many runs would otherwise wait on
-    one core after reading on all of them."""
-    weights = [_verdict_seconds(parts) for parts in parts_by_run]
+    judge (``engine.plan``): a sweep of many runs would otherwise wait on one core after reading
+    on all of them."""
+    weights = [plan.verdict_seconds([part.data for part in parts]) for parts in parts_by_run]
     return map_shared(
         partial(_judged, config=config, rules=rules),
         list(zip(runs, parts_by_run, strict=True)),
         weights,
-        VERDICT_SPLIT_SECONDS,
+        plan.VERDICT_SPLIT_SECONDS,
         jobs,
     )
 
 
 def _judged(item: tuple[Run, Sequence[FilePart]], config: Config, rules: TagRules) -> RunReport:
     return analyze_parts(item[0], item[1], config, rules)
-
-
-def _verdict_seconds(parts: Sequence[FilePart]) -> float:
-    """Estimated time to judge a run of these parts (:data:`VERDICT_SECONDS_PER_SERIES`):
-    its series once each, their rows as merged (at most :data:`~gradcheck.series.thin.MAX_ROWS`
-    each)."""
-    rows: dict[object, int] = {}
-    for part in parts:
-        for group in (part.data.histograms, part.data.scalars):
-            for key, one in group.items():
-                rows[key] = rows.get(key, 0) + len(one)
-    kept = sum(min(count, MAX_ROWS) for count in rows.values())
-    return len(rows) * VERDICT_SECONDS_PER_SERIES + kept * VERDICT_SECONDS_PER_ROW
 
 
 def analyze_parts(

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from gradcheck.series.stats import median, nan_to_num, nanmedian, percentile
 from gradcheck.verdicts.clipping import downsample
+from gradcheck.verdicts.numeric import median, nan_to_num, nanmedian, percentile
 from gradcheck.verdicts.signals import common_steps
 
 FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64)

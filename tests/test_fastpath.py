@@ -32,6 +32,7 @@ from gradcheck.engine.parts import (
 from gradcheck.events.decode import first_left_edges
 from gradcheck.events.framing import masked_crc32c
 from gradcheck.events.steps import StepWindow
+from gradcheck.events.wire import EVENT_SUMMARY, event_head
 from gradcheck.model import STAT_NAMES, HistogramRecord, RunData
 from gradcheck.series.reduce import FINGERPRINT_WEIGHTS, reduce_histograms
 from gradcheck.series.stats import histogram_stats_batch
@@ -407,8 +408,8 @@ def test_a_cut_starts_a_new_step_at_a_verifiable_record(tmp_path: Path) -> None:
     assert at % 3 == 1  # the first of a step's three events (after file_version)
 
 
-def _protobuf_summary_step(payload: bytes) -> int | None:
-    """What tensorboard's own parser says: the step of a summary event, else None."""
+def _protobuf_head(payload: bytes) -> tuple[int, str] | None:
+    """What tensorboard's own parser says: the step and the oneof's field name ("" for none)."""
     from google.protobuf.message import DecodeError
     from tensorboard.compat.proto.event_pb2 import Event
 
@@ -416,7 +417,18 @@ def _protobuf_summary_step(payload: bytes) -> int | None:
         event = Event.FromString(payload)
     except DecodeError:
         return None
-    return int(event.step) if event.WhichOneof("what") == "summary" else None
+    return int(event.step), event.WhichOneof("what") or ""
+
+
+def _protobuf_summary_step(payload: bytes) -> int | None:
+    head = _protobuf_head(payload)
+    return head[0] if head is not None and head[1] == "summary" else None
+
+
+def _summary_step(payload: bytes) -> int | None:
+    """The split point's step reader, as ``fastpath._step_boundary`` uses ``event_head``."""
+    head = event_head(payload)
+    return head[0] if head is not None and head[1] == EVENT_SUMMARY else None
 
 
 _WHAT = st.sampled_from(["summary", "file_version", "graph_def", "log_message", "none"])
@@ -449,7 +461,11 @@ def test_summary_step_reads_what_protobuf_reads(
         elif kind == "log_message":
             event.log_message.message = "hello"
         payload += event.SerializeToString()
-    assert fastpath._summary_step(payload) == _protobuf_summary_step(payload)
+    assert _summary_step(payload) == _protobuf_summary_step(payload)
+    head, expected = event_head(payload), _protobuf_head(payload)
+    assert head is not None and expected is not None
+    fields = event_pb2.Event.DESCRIPTOR.fields_by_number
+    assert (head[0], fields[head[1]].name if head[1] else "") == expected
 
 
 @pytest.mark.parametrize(
@@ -464,7 +480,8 @@ def test_summary_step_reads_what_protobuf_reads(
     ],
 )
 def test_summary_step_of_a_malformed_payload_is_none(payload: bytes) -> None:
-    assert fastpath._summary_step(payload) is None
+    assert _summary_step(payload) is None
+    assert event_head(payload) is None
     assert _protobuf_summary_step(payload) is None  # as protobuf sees it too
 
 

@@ -13,6 +13,7 @@ from typing import NoReturn
 import pytest
 
 from gradcheck import pipeline
+from gradcheck.engine import plan
 from gradcheck.engine import pool as parallel
 from gradcheck.errors import InputError
 from gradcheck.events.discover import discover
@@ -153,7 +154,7 @@ def test_runs_judged_on_two_processes_report_as_on_one(
         return dataclasses.replace(report, warnings=(*report.warnings, f"pid {os.getpid()}"))
 
     monkeypatch.setattr(pipeline, "_judged", noting)
-    monkeypatch.setattr(pipeline, "VERDICT_SPLIT_SECONDS", 0.0)
+    monkeypatch.setattr(plan, "VERDICT_SPLIT_SECONDS", 0.0)
     two = run_analysis(tmp_path, jobs=2)
     for run in two.runs:
         judged_by.append(int(run.warnings[-1].split()[-1]))
@@ -200,10 +201,8 @@ def test_verdict_estimate_counts_a_series_once_and_its_rows_as_merged(tmp_path: 
         for one in (*part.data.histograms.values(), *part.data.scalars.values())
     )
     assert len(keys) < sum(len(p.data.histograms) + len(p.data.scalars) for p in parts)
-    expected = (
-        len(keys) * pipeline.VERDICT_SECONDS_PER_SERIES + rows * pipeline.VERDICT_SECONDS_PER_ROW
-    )
-    assert pipeline._verdict_seconds(parts) == pytest.approx(expected)
+    expected = len(keys) * plan.VERDICT_SECONDS_PER_SERIES + rows * plan.VERDICT_SECONDS_PER_ROW
+    assert plan.verdict_seconds([part.data for part in parts]) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(

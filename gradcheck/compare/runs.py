@@ -26,12 +26,13 @@ from gradcheck.compare.matching import NamePair, match_names, names_phrase
 from gradcheck.errors import InputError
 from gradcheck.model import Comparison, ParameterComparison, StepSeries, Verdict
 from gradcheck.pipeline import LoadedRun
-from gradcheck.series.stats import median, wasserstein_from_quantiles
+from gradcheck.series.stats import wasserstein_from_quantiles
 from gradcheck.tags import DEFAULT_RULES, TagRules
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.clipping import chart_series
 from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
 from gradcheck.verdicts.detect import run_parameters
+from gradcheck.verdicts.numeric import median
 from gradcheck.verdicts.signals import (
     GradientSignal,
     Parameter,

@@ -35,6 +35,7 @@ from gradcheck.events.reader import (
 )
 from gradcheck.events.steps import StepWindow
 from gradcheck.events.storage import file_size, open_binary
+from gradcheck.events.wire import EVENT_SUMMARY, event_head
 from gradcheck.model import (
     STAT_NAMES,
     FileInfo,
@@ -666,57 +667,9 @@ def _step_boundary(window: Window, give_up: int) -> int | None:
     while pos >= 0 and window.base + pos < give_up:
         items, pos = frame_at(window, pos)
         for item in items:
-            step = _summary_step(item.payload) if isinstance(item, Frame) else None
+            head = event_head(item.payload) if isinstance(item, Frame) else None
+            step = head[0] if head is not None and head[1] == EVENT_SUMMARY else None
             if step is not None and previous is not None and step > previous:
                 return item.offset
             previous = step
     return None
-
-
-_EVENT_STEP, _EVENT_SUMMARY = 2, 5
-_EVENT_WHAT = range(3, 10)  # the fields of Event's "what" oneof, all length-delimited
-
-
-def _summary_step(payload: bytes) -> int | None:
-    """The step of a summary event (None for anything else, or a payload that is not an
-    Event's top-level fields). Walks the top-level fields without importing protobuf (~15 ms
-    of a split file's start-up): ``step`` is field 2 (varint, int64), the event is a summary
-    when the last field of the ``what`` oneof on the wire is field 5, as protobuf decides."""
-    step, what, pos, size = 0, 0, 0, len(payload)
-    while pos < size:
-        key, pos = _varint(payload, pos)
-        number, wire = key >> 3, key & 7
-        if pos < 0 or number == 0:
-            return None
-        if wire == 0:
-            value, pos = _varint(payload, pos)
-            if number == _EVENT_STEP:
-                step = value - (1 << 64) if value >> 63 else value
-        elif wire == 1:
-            pos += 8
-        elif wire == 2:
-            length, pos = _varint(payload, pos)
-            pos = pos + length if pos >= 0 else pos
-            if number in _EVENT_WHAT:
-                what = number
-        elif wire == 5:
-            pos += 4
-        else:
-            return None  # groups and invalid wire types: not an event this reader can use
-        if pos < 0 or pos > size:
-            return None
-    return step if what == _EVENT_SUMMARY else None
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """The unsigned varint at ``pos`` and the position after it; ``(0, -1)`` when it is
-    truncated or longer than ten bytes."""
-    value = shift = 0
-    while pos < len(data) and shift < 70:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value & ((1 << 64) - 1), pos
-        shift += 7
-    return 0, -1

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gradcheck.events.wire import event_head
 from gradcheck.model import Damage, HistogramRecord, ScalarRecord
 
 if TYPE_CHECKING:  # imported where used: the C engine rarely decodes here (start-up ~15 ms)
@@ -132,23 +133,9 @@ class EventDecoder:
 
 
 def _blob_field(payload: bytes) -> str | None:
-    """The oneof name when the Event is a graph/metadata blob, without parsing it.
-
-    Walks the leading ``wall_time`` (field 1, fixed64) and ``step`` (field 2, varint) keys,
-    as every writer serialises fields in number order, then looks at the next field number.
-    Returns None whenever the payload does not match that simple layout (then it is parsed).
-    """
-    pos, size = 0, len(payload)
-    if pos < size and payload[pos] == 0x09:  # field 1, wire type 1
-        pos += 9
-    if pos < size and payload[pos] == 0x10:  # field 2, wire type 0
-        pos += 1
-        while pos < size and payload[pos] & 0x80:
-            pos += 1
-        pos += 1
-    if pos < size and payload[pos] & 0x07 == 2:  # length-delimited field with a 1-byte key
-        return _BLOB_FIELDS.get(payload[pos] >> 3)
-    return None
+    """The oneof name when the Event is a graph/metadata blob (skipped unparsed), else None."""
+    head = event_head(payload)
+    return None if head is None else _BLOB_FIELDS.get(head[1])
 
 
 def _histo_record(

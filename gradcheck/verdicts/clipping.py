@@ -25,10 +25,10 @@ from gradcheck.model import (
     ScalarSeries,
     StepSeries,
 )
-from gradcheck.series.stats import median, percentile
 from gradcheck.tags import ScalarRole, scalar_roles
 from gradcheck.verdicts.clip_advice import advice, guess_framework
 from gradcheck.verdicts.config import Config
+from gradcheck.verdicts.numeric import median, percentile
 from gradcheck.verdicts.signals import GradientSignal, Parameter, common_steps
 
 TREND_POINTS = 24

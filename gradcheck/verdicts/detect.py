@@ -29,7 +29,6 @@ from gradcheck.model import (
     Verdict,
 )
 from gradcheck.series.merge import join_renamed
-from gradcheck.series.stats import median, nanmedian
 from gradcheck.tags import (
     DEFAULT_RULES,
     ParameterTags,
@@ -50,6 +49,7 @@ from gradcheck.verdicts.clipping import (
     pinned_ceiling,
 )
 from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
+from gradcheck.verdicts.numeric import median, nanmedian
 from gradcheck.verdicts.rules import (
     Excuse,
     Finding,

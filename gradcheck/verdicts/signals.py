@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gradcheck.model import HistogramSeries, RunData
-from gradcheck.series.stats import median, nan_to_num, nanmedian, wasserstein_from_quantiles
+from gradcheck.series.stats import wasserstein_from_quantiles
 from gradcheck.tags import ParameterTags
+from gradcheck.verdicts.numeric import median, nan_to_num, nanmedian
 
 DENSE_SHARE = 0.999
 """A gradient with more than this share in its zero bucket is treated as all zero, not sparse."""

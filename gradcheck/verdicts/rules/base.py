@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradcheck.model import Verdict
-from gradcheck.series.stats import median
 from gradcheck.verdicts.config import Config
+from gradcheck.verdicts.numeric import median
 from gradcheck.verdicts.signals import GradientSignal, Movement, Parameter
 
 BASE_SEVERITY: Mapping[Verdict, float] = {

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck.series.stats import median, nan_to_num, nanmedian
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.clipping import pinned_ceiling
 from gradcheck.verdicts.config import Config
+from gradcheck.verdicts.numeric import median, nan_to_num, nanmedian
 from gradcheck.verdicts.rules.base import (
     Excuse,
     Finding,

@@ -8,8 +8,8 @@ import dataclasses
 
 import numpy as np
 
-from gradcheck.series.stats import median
 from gradcheck.verdicts import hints
+from gradcheck.verdicts.numeric import median
 from gradcheck.verdicts.rules.base import BASE_SEVERITY, Finding, RunContext
 from gradcheck.verdicts.signals import Parameter
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcheck.series.stats import median
 from gradcheck.verdicts import hints
+from gradcheck.verdicts.numeric import median
 from gradcheck.verdicts.rules.base import (
     BASE_SEVERITY,
     Excuse,

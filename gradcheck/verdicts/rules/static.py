@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcheck.series.stats import nanmedian
 from gradcheck.verdicts import hints
+from gradcheck.verdicts.numeric import nanmedian
 from gradcheck.verdicts.rules.base import (
     BASE_SEVERITY,
     Excuse,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcheck.series.stats import nan_to_num
 from gradcheck.verdicts import hints
+from gradcheck.verdicts.numeric import nan_to_num
 from gradcheck.verdicts.rules.base import (
     Excuse,
     Finding,

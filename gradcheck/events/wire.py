@@ -1,0 +1,58 @@
+"""The protobuf wire format of an Event's top-level fields, walked without parsing the message.
+
+The one hand-written wire decoder in Python (``event.proto``: ``wall_time`` 1, ``step`` 2, the
+``what`` oneof 3-9, ``source_metadata`` 10); everything else goes through tensorboard's
+generated protobufs, and the C scanner (``native/_scan.c``, ``parse_event``) is its twin. It
+answers the two questions asked before a payload is worth parsing: is this a graph or metadata
+blob (skipped unread), and what is the step of this summary (to cut a file at a step boundary).
+"""
+
+from __future__ import annotations
+
+EVENT_STEP = 2
+EVENT_SUMMARY = 5
+EVENT_WHAT = range(3, 10)  # the fields of Event's "what" oneof, all length-delimited
+
+
+def event_head(payload: bytes) -> tuple[int, int] | None:
+    """``(step, what)`` of an Event payload: ``what`` is the number of the oneof's field that
+    protobuf would keep (the last one on the wire; 0 when there is none). None when the payload
+    is not a sequence of well-formed fields (then only a real parse can say what it is)."""
+    step, what, pos, size = 0, 0, 0, len(payload)
+    while pos < size:
+        key, pos = _varint(payload, pos)
+        number, wire = key >> 3, key & 7
+        if pos < 0 or number == 0:
+            return None
+        if wire == 0:
+            value, pos = _varint(payload, pos)
+            if number == EVENT_STEP:
+                step = value - (1 << 64) if value >> 63 else value
+        elif wire == 1:
+            pos += 8
+        elif wire == 2:
+            length, pos = _varint(payload, pos)
+            pos = pos + length if pos >= 0 else pos
+            if number in EVENT_WHAT:
+                what = number
+        elif wire == 5:
+            pos += 4
+        else:
+            return None  # groups and invalid wire types
+        if pos < 0 or pos > size:
+            return None
+    return step, what
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` and the position after it; ``(0, -1)`` when it is
+    truncated or longer than ten bytes."""
+    value = shift = 0
+    while pos < len(data) and shift < 70:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value & ((1 << 64) - 1), pos
+        shift += 7
+    return 0, -1
