@@ -9,6 +9,12 @@
 - ``accumulator-notf``: the same with ``import tensorflow`` made to fail, so tensorboard falls
   back to its pure-Python record reader and CRC (what a user without TensorFlow gets).
 - ``gradcheck-read``: iterate ``gradcheck.read(path)`` (the reader alone, no statistics).
+- ``rust``, ``rust-checksum``: TensorBoard's Rust data server (``tensorboard_data_server``,
+  "rustboard") loading the directory once, every sample kept, without and with ``--checksum``
+  (it checks a record's CRC only when the record fails to parse, by default). It runs as its
+  own process (``rust_command``), timed from its start to its "Finished load cycle" line; this
+  script then only starts it and reports that time (``bench/run.py`` runs the binary itself,
+  see ``measure.run_measured``'s ``ready``).
 
 PATH is a directory (its event files, its run directories' too, read in path order) or one
 event file. The reader prints one JSON line: values seen, import time and time after imports.
@@ -110,7 +116,71 @@ def gradcheck_read(path: str) -> dict[str, int]:
     return {"values": values, **counts, "_work_started": mark}  # type: ignore[dict-item]
 
 
+RUST_READY = "Finished load cycle"
+"""What the Rust data server logs (at ``--verbose``) once it has read every file in the logdir."""
+RUST_KEEP_ALL = "scalars=all,histograms=all,tensors=all"
+"""``--samples-per-plugin``: keep every sample (its default downsamples: 1,000 scalars and 500
+histograms per series are kept at random), as gradcheck and the other readers do."""
+
+
+def rust_server() -> str:
+    """The Rust data server's binary, as the ``tensorboard-data-server`` package ships it."""
+    import tensorboard_data_server
+
+    binary = tensorboard_data_server.server_binary()
+    if binary is None:
+        raise RuntimeError("tensorboard-data-server has no binary for this platform")
+    return str(binary)
+
+
+def rust_command(path: str, checksum: bool) -> list[str]:
+    """The Rust data server loading ``path`` once on 127.0.0.1 (any free port), every sample
+    kept, logging its load cycle to stderr, and exiting when its stdin closes."""
+    return [
+        rust_server(),
+        "--logdir",
+        path,
+        "--reload",
+        "once",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--samples-per-plugin",
+        RUST_KEEP_ALL,
+        "--verbose",
+        "--die-after-stdin",
+        "--checksum" if checksum else "--no-checksum",
+    ]
+
+
+def _rust(path: str, checksum: bool) -> dict[str, int]:
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.measure import run_measured
+
+    with tempfile.TemporaryDirectory() as scratch:
+        measured = run_measured(
+            rust_command(path, checksum),
+            os.environ,
+            Path.cwd(),
+            Path(scratch) / "out",
+            3600,
+            RUST_READY,
+        )
+    if measured.returncode != 0:
+        raise RuntimeError(f"the Rust data server did not finish loading: {measured.stderr_tail}")
+    return {
+        "load_seconds": round(measured.wall_seconds, 4),  # type: ignore[dict-item]
+        "peak_mb": round(measured.max_rss_mb, 1),  # type: ignore[dict-item]
+        "_work_started": time.perf_counter(),  # type: ignore[dict-item]
+    }
+
+
 READERS: dict[str, Callable[[str], dict[str, int]]] = {
+    "rust": lambda path: _rust(path, checksum=False),
+    "rust-checksum": lambda path: _rust(path, checksum=True),
     "bare": bare,
     "tbparse": tbparse,
     "accumulator": accumulator,
