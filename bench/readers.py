@@ -12,9 +12,10 @@
 - ``rust``, ``rust-checksum``: TensorBoard's Rust data server (``tensorboard_data_server``,
   "rustboard") loading the directory once, every sample kept, without and with ``--checksum``
   (it checks a record's CRC only when the record fails to parse, by default). It runs as its
-  own process (``rust_command``), timed from its start to its "Finished load cycle" line; this
-  script then only starts it and reports that time (``bench/run.py`` runs the binary itself,
-  see ``measure.run_measured``'s ``ready``).
+  own process (``rust_command``), timed from its start to its "Finished load cycle" line
+  (``bench/run.py`` runs the binary itself, see ``measure.run_measured``'s ``ready``); this
+  script reports that time, then loads the logs again and counts the values the server holds
+  over its gRPC interface (``rust_values``).
 
 PATH is a directory (its event files, its run directories' too, read in path order) or one
 event file. The reader prints one JSON line: values seen, import time and time after imports.
@@ -154,7 +155,51 @@ def rust_command(path: str, checksum: bool) -> list[str]:
     ]
 
 
+def rust_values(path: str) -> int:
+    """The scalars and histograms the Rust data server holds once it has loaded ``path``
+    (every one, with ``RUST_KEEP_ALL``), counted over its gRPC interface."""
+    import subprocess
+
+    import grpc
+    from tensorboard.data.proto import data_provider_pb2, data_provider_pb2_grpc
+
+    server = subprocess.Popen(
+        rust_command(path, checksum=False),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert server.stderr is not None and server.stdin is not None
+    try:
+        port = ""
+        for line in server.stderr:
+            text = line.decode(errors="replace")
+            if text.startswith("listening on "):
+                port = text.rsplit(":", 1)[1].strip()
+            if RUST_READY in text:
+                break
+        else:
+            raise RuntimeError(f"the Rust data server ended before loading {path}")
+        options = [("grpc.max_receive_message_length", -1)]
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+            stub = data_provider_pb2_grpc.TensorBoardDataProviderStub(channel)
+            values = 0
+            for plugin, read, request in (
+                ("scalars", stub.ReadScalars, data_provider_pb2.ReadScalarsRequest()),
+                ("histograms", stub.ReadTensors, data_provider_pb2.ReadTensorsRequest()),
+            ):
+                request.plugin_filter.plugin_name = plugin
+                request.downsample.num_points = 1 << 40
+                response = read(request)
+                values += sum(len(tag.data.step) for run in response.runs for tag in run.tags)
+        return values
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+
+
 def _rust(path: str, checksum: bool) -> dict[str, int]:
+    """The server's load time (as ``bench/run.py`` measures it), then its values counted."""
     import tempfile
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -171,10 +216,12 @@ def _rust(path: str, checksum: bool) -> dict[str, int]:
         )
     if measured.returncode != 0:
         raise RuntimeError(f"the Rust data server did not finish loading: {measured.stderr_tail}")
+    mark = time.perf_counter()
     return {
+        "values": rust_values(path),
         "load_seconds": round(measured.wall_seconds, 4),  # type: ignore[dict-item]
         "peak_mb": round(measured.max_rss_mb, 1),  # type: ignore[dict-item]
-        "_work_started": time.perf_counter(),  # type: ignore[dict-item]
+        "_work_started": mark,  # type: ignore[dict-item]
     }
 
 

@@ -392,7 +392,7 @@ def _extra_lines(summaries: Sequence[DatasetSummary]) -> list[str]:
                 lines.append(f"{s.dataset}: {name} {_seconds(s, name)} s")
             for problem in reader.problems:
                 lines.append(f"{s.dataset}: {name}: PROBLEM: {problem}")
-        if "gradcheck-1job/gradcheck" in s.ratios:
+        if "gradcheck-1job/gradcheck" in s.ratios and not s.dataset.startswith("params-"):
             lines.append(
                 f"{s.dataset}: speed-up of the default over --jobs 1:"
                 f" {s.ratios['gradcheck-1job/gradcheck']:.2f}x"
