@@ -100,7 +100,7 @@ def ensure_log(data_dir: Path, parameters: int, steps: int) -> gen.DatasetInfo:
         return info
     started = time.perf_counter()
     gen.info_path(data_dir, name).unlink(missing_ok=True)
-    path = write_run(data_dir / name, parameters, steps)
+    path = write_run(data_dir.resolve() / name, parameters, steps)
     info = gen.DatasetInfo(
         name=name,
         encoding="histo",

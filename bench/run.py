@@ -6,8 +6,11 @@ reported, with peak memory (see ``measure.py``) and the CPU that other processes
 meanwhile (noise). Prints a table of ratios and writes everything to ``bench/results.json``.
 
 By default tbparse and EventAccumulator run only on the 40 MB logs (minutes and GBs of memory
-beyond), gradcheck and the bare loop on every size; the multi-file run compares
-``gradcheck --jobs 1`` with the default. ``make bench`` runs the defaults.
+beyond), gradcheck, the bare loop and TensorBoard's Rust data server on every size; the
+multi-file run compares ``gradcheck --jobs 1`` with the default. Issue 22's series follow
+(``--series``): sweeps of many small runs, a parameter-count series (``bench/params.py``),
+``inspect`` against ``analyze``, and the start-up (a tiny run against ``python -c pass``).
+``make bench`` runs the defaults.
 
     python bench/run.py --sizes 40MB --repeats 3 --readers gradcheck,bare,tbparse,accumulator
 """

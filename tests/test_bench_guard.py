@@ -550,3 +550,24 @@ def test_the_rust_server_keeps_every_value_and_is_timed_to_its_load(tmp_path: Pa
     ends = [sys.executable, "-c", "import sys; sys.stderr.write('Starting load cycle')"]
     failed = run_measured(ends, os.environ, tmp_path, tmp_path / "out", 60, readers.RUST_READY)
     assert failed.returncode == -1  # ended without the line
+
+
+def test_each_series_can_run_alone_and_shared_logs_get_both_readers() -> None:
+    from bench.run import parse_args, plan
+
+    def planned(*argv: str) -> dict[str, list[str]]:
+        work = plan(parse_args(list(argv)), has_jobs=True)
+        return {name: [reader.name for reader in readers] for name, readers in work}
+
+    assert planned("--series", "sweep", "--sweep", "200runs200kB") == {
+        "params-4x5": ["gradcheck", "gradcheck-1job", "python", "imports"],
+        "tensor-200runs200kB": ["gradcheck-1job", "gradcheck", "rust", "rust-checksum"],
+    }
+    both = planned("--series", "params,inspect", "--params", "1000,5000", "--params-steps", "9")
+    assert both["params-1000x9"] == ["gradcheck-1job", "rust", "gradcheck", "inspect"]
+    assert both["params-5000x9"] == ["gradcheck-1job", "rust"]
+    logs = planned("--series", "logs", "--sizes", "160MB", "--encodings", "histo", "--multi", "")
+    assert logs == {"histo-160MB": ["gradcheck", "gradcheck-1job", "bare", "floor", "imports",
+                                    "rust", "rust-checksum"]}  # fmt: skip
+    with pytest.raises(SystemExit):
+        parse_args(["--series", "speed"])
