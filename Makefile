@@ -51,8 +51,9 @@ format: $(STAMP)
 sample-runs: $(STAMP)
 	$(BIN)/python scripts/make_sample_runs.py --out sample_runs
 
+# Every series (bench/README.md); one alone, e.g.: make bench BENCH_ARGS="--series sweep"
 bench: $(STAMP)
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

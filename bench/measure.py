@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 SAMPLE_INTERVAL = 0.01  # seconds between /proc samples of the process tree
 
@@ -145,14 +146,53 @@ class _TreeSampler(threading.Thread):
         self.join()
 
 
+class _ReadyWatcher(threading.Thread):
+    """Copies a server's stderr to a file and notes when the line containing ``ready``
+    appears; then closes the server's stdin (a server run with ``--die-after-stdin`` exits)."""
+
+    def __init__(self, child: subprocess.Popen[bytes], ready: str, copy: BinaryIO) -> None:
+        super().__init__(daemon=True)
+        self.child, self.ready, self.copy = child, ready.encode(), copy
+        self.seen_at: float | None = None
+
+    def run(self) -> None:
+        assert self.child.stderr is not None and self.child.stdin is not None
+        for line in self.child.stderr:
+            if self.seen_at is None and self.ready in line:
+                self.seen_at = time.perf_counter()
+                self.child.stdin.close()
+            self.copy.write(line)
+
+
 def run_measured(
-    command: Sequence[str], env: Mapping[str, str], cwd: Path, stdout_path: Path, timeout: float
+    command: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    stdout_path: Path,
+    timeout: float,
+    ready: str | None = None,
 ) -> Measurement:
-    """Run ``command`` to completion (killed after ``timeout`` seconds) and measure it."""
+    """Run ``command`` to completion (killed after ``timeout`` seconds) and measure it.
+
+    With ``ready``, the command is a server that never ends by itself (run with
+    ``--die-after-stdin``): its wall time is the time until a line of its stderr contains
+    ``ready``, when its stdin is closed; a server that ends without that line reports exit
+    status -1 (its CPU time and peak memory include its shutdown, a few milliseconds)."""
     with open(stdout_path, "wb") as out, open(stdout_path.with_suffix(".err"), "wb") as err:
         busy_before = busy_cpu_seconds()
         started = time.perf_counter()
-        child = subprocess.Popen(list(command), stdout=out, stderr=err, env=dict(env), cwd=cwd)
+        pipe = subprocess.PIPE if ready is not None else None
+        child = subprocess.Popen(
+            list(command),
+            stdin=pipe,
+            stdout=out,
+            stderr=pipe or err,
+            env=dict(env),
+            cwd=cwd,
+        )
+        watcher = _ReadyWatcher(child, ready, err) if ready is not None else None
+        if watcher is not None:
+            watcher.start()
         sampler = _TreeSampler(child.pid, command)
         sampler.start()
         timer = threading.Timer(timeout, child.kill)
@@ -161,10 +201,17 @@ def run_measured(
             _, status, usage = os.wait4(child.pid, 0)
         finally:
             timer.cancel()
-        wall = time.perf_counter() - started
+        ended = lifetime_end = time.perf_counter()
         busy = busy_cpu_seconds() - busy_before
         sampler.stop()
         child.returncode = os.waitstatus_to_exitcode(status)
+        if watcher is not None:
+            watcher.join()
+            ended = watcher.seen_at or ended
+            child.returncode = 0 if watcher.seen_at is not None else -1
+            if child.stdin is not None and not child.stdin.closed:
+                child.stdin.close()
+        wall, lifetime = ended - started, lifetime_end - started
     cpu = usage.ru_utime + usage.ru_stime
     # a child too short-lived to be sampled falls back to ru_maxrss (an overestimate, see above)
     largest = max(sampler.process_peaks_kb.values(), default=0) or usage.ru_maxrss
@@ -174,7 +221,7 @@ def run_measured(
         cpu_seconds=cpu,
         max_rss_mb=largest / 1024,
         tree_rss_mb=max(sampler.tree_peak_kb, largest) / 1024,
-        other_cpus=max(0.0, (busy - cpu) / wall) if wall > 0 else 0.0,
+        other_cpus=max(0.0, (busy - cpu) / lifetime) if lifetime > 0 else 0.0,
         returncode=child.returncode,
         stdout=stdout_path.read_text(errors="replace"),
         stderr_tail="\n".join(stderr.strip().splitlines()[-5:]),

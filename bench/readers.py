@@ -9,6 +9,13 @@
 - ``accumulator-notf``: the same with ``import tensorflow`` made to fail, so tensorboard falls
   back to its pure-Python record reader and CRC (what a user without TensorFlow gets).
 - ``gradcheck-read``: iterate ``gradcheck.read(path)`` (the reader alone, no statistics).
+- ``rust``, ``rust-checksum``: TensorBoard's Rust data server (``tensorboard_data_server``,
+  "rustboard") loading the directory once, every sample kept, without and with ``--checksum``
+  (it checks a record's CRC only when the record fails to parse, by default). It runs as its
+  own process (``rust_command``), timed from its start to its "Finished load cycle" line
+  (``bench/run.py`` runs the binary itself, see ``measure.run_measured``'s ``ready``); this
+  script reports that time, then loads the logs again and counts the values the server holds
+  over its gRPC interface (``rust_values``).
 
 PATH is a directory (its event files, its run directories' too, read in path order) or one
 event file. The reader prints one JSON line: values seen, import time and time after imports.
@@ -110,7 +117,117 @@ def gradcheck_read(path: str) -> dict[str, int]:
     return {"values": values, **counts, "_work_started": mark}  # type: ignore[dict-item]
 
 
+RUST_READY = "Finished load cycle"
+"""What the Rust data server logs (at ``--verbose``) once it has read every file in the logdir."""
+RUST_KEEP_ALL = "scalars=all,histograms=all,tensors=all"
+"""``--samples-per-plugin``: keep every sample (its default downsamples: 1,000 scalars and 500
+histograms per series are kept at random), as gradcheck and the other readers do."""
+
+
+def rust_server() -> str:
+    """The Rust data server's binary, as the ``tensorboard-data-server`` package ships it."""
+    import tensorboard_data_server
+
+    binary = tensorboard_data_server.server_binary()
+    if binary is None:
+        raise RuntimeError("tensorboard-data-server has no binary for this platform")
+    return str(binary)
+
+
+def rust_command(path: str, checksum: bool) -> list[str]:
+    """The Rust data server loading ``path`` once on 127.0.0.1 (any free port), every sample
+    kept, logging its load cycle to stderr, and exiting when its stdin closes."""
+    return [
+        rust_server(),
+        "--logdir",
+        path,
+        "--reload",
+        "once",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--samples-per-plugin",
+        RUST_KEEP_ALL,
+        "--verbose",
+        "--die-after-stdin",
+        "--checksum" if checksum else "--no-checksum",
+    ]
+
+
+def rust_values(path: str) -> int:
+    """The scalars and histograms the Rust data server holds once it has loaded ``path``
+    (every one, with ``RUST_KEEP_ALL``), counted over its gRPC interface."""
+    import subprocess
+
+    import grpc
+    from tensorboard.data.proto import data_provider_pb2, data_provider_pb2_grpc
+
+    server = subprocess.Popen(
+        rust_command(path, checksum=False),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert server.stderr is not None and server.stdin is not None
+    try:
+        port = ""
+        for line in server.stderr:
+            text = line.decode(errors="replace")
+            if text.startswith("listening on "):
+                port = text.rsplit(":", 1)[1].strip()
+            if RUST_READY in text:
+                break
+        else:
+            raise RuntimeError(f"the Rust data server ended before loading {path}")
+        options = [("grpc.max_receive_message_length", -1)]
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+            stub = data_provider_pb2_grpc.TensorBoardDataProviderStub(channel)
+            values = 0
+            for plugin, read, request in (
+                ("scalars", stub.ReadScalars, data_provider_pb2.ReadScalarsRequest()),
+                ("histograms", stub.ReadTensors, data_provider_pb2.ReadTensorsRequest()),
+            ):
+                request.plugin_filter.plugin_name = plugin
+                request.downsample.num_points = 1 << 40
+                response = read(request)
+                values += sum(len(tag.data.step) for run in response.runs for tag in run.tags)
+        return values
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+
+
+def _rust(path: str, checksum: bool) -> dict[str, int]:
+    """The server's load time (as ``bench/run.py`` measures it), then its values counted."""
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.measure import run_measured
+
+    with tempfile.TemporaryDirectory() as scratch:
+        measured = run_measured(
+            rust_command(path, checksum),
+            os.environ,
+            Path.cwd(),
+            Path(scratch) / "out",
+            3600,
+            RUST_READY,
+        )
+    if measured.returncode != 0:
+        raise RuntimeError(f"the Rust data server did not finish loading: {measured.stderr_tail}")
+    mark = time.perf_counter()
+    return {
+        "values": rust_values(path),
+        "load_seconds": round(measured.wall_seconds, 4),  # type: ignore[dict-item]
+        "peak_mb": round(measured.max_rss_mb, 1),  # type: ignore[dict-item]
+        "_work_started": mark,  # type: ignore[dict-item]
+    }
+
+
 READERS: dict[str, Callable[[str], dict[str, int]]] = {
+    "rust": lambda path: _rust(path, checksum=False),
+    "rust-checksum": lambda path: _rust(path, checksum=True),
     "bare": bare,
     "tbparse": tbparse,
     "accumulator": accumulator,

@@ -6,7 +6,10 @@ import argparse
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from bench import params
 
 if TYPE_CHECKING:
     from bench.gen import DatasetInfo
@@ -14,6 +17,8 @@ if TYPE_CHECKING:
 
 BUSY_THRESHOLD = 0.3  # CPUs used by other processes above which a run counts as under load
 SLOW_READERS = ("tbparse", "accumulator", "accumulator-notf")
+SERVERS = ("rust", "rust-checksum")  # TensorBoard's Rust data server, without and with CRCs
+SMALL_RUN_MB = 1.0  # a sweep's runs below this size are small: issue 22's sweep target
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,12 @@ class DatasetSummary:
     histograms: int
     readers: Mapping[str, ReaderSummary]
     ratios: Mapping[str, float] = field(default_factory=dict)
+    runs: int = 1  # run directories (a sweep has one per run)
+
+    @property
+    def small_sweep(self) -> bool:
+        """Many small runs (issue 22's sweep), not a few big ones."""
+        return self.runs > 1 and self.megabytes / self.runs < SMALL_RUN_MB
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,15 @@ def _ratios_of(wall: Mapping[str, float]) -> dict[str, float]:
             ratios[f"{slow}/gradcheck"] = round(wall[slow] / wall["gradcheck"], 2)
     if "gradcheck-1job" in wall and "gradcheck" in wall:
         ratios["gradcheck-1job/gradcheck"] = round(wall["gradcheck-1job"] / wall["gradcheck"], 3)
+    for server in SERVERS:
+        for ours in ("gradcheck", "gradcheck-1job"):
+            if server in wall and ours in wall:
+                ratios[f"{ours}/{server}"] = round(wall[ours] / wall[server], 3)
+    if "inspect" in wall and "gradcheck" in wall:
+        ratios["inspect/gradcheck"] = round(wall["inspect"] / wall["gradcheck"], 3)
+    for ours in ("gradcheck", "imports"):
+        if "python" in wall and ours in wall:
+            ratios[f"{ours}/python"] = round(wall[ours] / wall["python"], 3)
     return ratios
 
 
@@ -117,6 +137,7 @@ def summarise(results: Sequence[Result], infos: Mapping[str, DatasetInfo]) -> li
                 histograms=info.histograms,
                 readers=readers,
                 ratios=_ratios(readers),
+                runs=len({Path(file).parent for file in info.files}),
             )
         )
     return summaries
@@ -147,7 +168,8 @@ def evaluate_targets(
                 targets.append(
                     Target(f"15x faster than {slow}", summary.dataset, value, 15.0, value >= 15.0)
                 )
-        if summary.files > 1 and "gradcheck-1job/gradcheck" in ratios:  # one file: printed only
+        several = summary.files > 1 and not summary.small_sweep  # one file: printed only
+        if several and "gradcheck-1job/gradcheck" in ratios:
             value = ratios["gradcheck-1job/gradcheck"]
             note = _two_core_note(summary, ceiling, 1.6)
             targets.append(
@@ -155,8 +177,53 @@ def evaluate_targets(
                     "2 cores vs 1 on several files", summary.dataset, value, 1.6, value >= 1.6, note
                 )
             )
+        targets += _issue_22_targets(summary)
     targets += _memory_targets(summaries)
+    targets += _parameter_targets(summaries)
     return targets
+
+
+def _issue_22_targets(summary: DatasetSummary) -> list[Target]:
+    """Against the Rust data server (160 MB logs and more, sweeps of small runs), ``inspect``
+    against ``analyze``, and the tiny run against ``python -c pass``."""
+    ratios, found = summary.ratios, []
+    if summary.files == 1 and summary.megabytes >= 160 and "gradcheck/rust" in ratios:
+        value = ratios["gradcheck/rust"]
+        found.append(
+            Target("no slower than the Rust server", summary.dataset, value, 1.0, value <= 1.0)
+        )
+    if summary.small_sweep and "gradcheck/rust" in ratios:
+        value = ratios["gradcheck/rust"]
+        found.append(
+            Target(
+                "sweep within 1.5x of the Rust server", summary.dataset, value, 1.5, value <= 1.5
+            )
+        )
+    if "inspect/gradcheck" in ratios:
+        value = ratios["inspect/gradcheck"]
+        found.append(
+            Target("inspect within 1.2x of analyze", summary.dataset, value, 1.2, value <= 1.2)
+        )
+    if "gradcheck/python" in ratios:
+        value = ratios["gradcheck/python"]
+        found.append(
+            Target("tiny run within 6x of python -c pass", summary.dataset, value, 6.0, value <= 6)
+        )
+    return found
+
+
+def _parameter_targets(summaries: Sequence[DatasetSummary]) -> list[Target]:
+    """Cost per histogram (after start-up) at 5,000 and 20,000 parameters against 1,000."""
+    found = []
+    for steps, (_, costs) in params.costs_by_steps({s.dataset: s for s in summaries}).items():
+        for count, cost in costs.items():
+            if count > 1000 and 1000 in costs:
+                value = round(cost / costs[1000], 3)
+                name = params.dataset_name(count, steps)
+                found.append(
+                    Target("cost per histogram vs 1,000 params", name, value, 1.25, value <= 1.25)
+                )
+    return found
 
 
 def _start_up_note(ratios: Mapping[str, float]) -> str:
@@ -229,19 +296,30 @@ def _ratio(summary: DatasetSummary, key: str, fmt: str) -> str:
     return format(summary.ratios[key], fmt) if key in summary.ratios else "-"
 
 
+def _is_series(summary: DatasetSummary) -> bool:
+    """A dataset of issue 22's series (parameters, tiny run, sweep), shown in tables of their
+    own rather than the main one."""
+    return summary.dataset.startswith("params-") or summary.small_sweep
+
+
 def _table(summaries: Sequence[DatasetSummary]) -> list[str]:
     header = (
         f"{'dataset':<15}{'MB':>7}{'hists':>9}{'bare s':>8}{'gradchk s':>10}{'gc/bare':>8}"
+        f"{'rust s':>7}{'gc/rs':>6}{'rs+crc s':>9}{'gc/rs+c':>8}"
         f"{'tbparse s':>10}{'x':>6}{'EA s':>8}{'x':>6}{'gc peak MB':>11}{'gc CPUs':>8}"
     )
     lines = [header, "-" * len(header)]
     for s in summaries:
+        if _is_series(s):
+            continue
         gradcheck = s.readers.get("gradcheck")
         peak = f"{gradcheck.tree_rss_mb:.0f}" if gradcheck else "-"
         cores = f"{gradcheck.cpu_seconds / gradcheck.wall_seconds:.2f}" if gradcheck else "-"
         lines.append(
             f"{s.dataset:<15}{s.megabytes:>7.0f}{s.histograms:>9}{_seconds(s, 'bare'):>8}"
             f"{_seconds(s, 'gradcheck'):>10}{_ratio(s, 'gradcheck/bare', '.2f'):>8}"
+            f"{_seconds(s, 'rust'):>7}{_ratio(s, 'gradcheck/rust', '.2f'):>6}"
+            f"{_seconds(s, 'rust-checksum'):>9}{_ratio(s, 'gradcheck/rust-checksum', '.2f'):>8}"
             f"{_seconds(s, 'tbparse'):>10}{_ratio(s, 'tbparse/gradcheck', '.1f'):>6}"
             f"{_seconds(s, 'accumulator'):>8}{_ratio(s, 'accumulator/gradcheck', '.1f'):>6}"
             f"{peak:>11}{cores:>8}"
@@ -249,15 +327,72 @@ def _table(summaries: Sequence[DatasetSummary]) -> list[str]:
     return lines
 
 
+def _sweep_table(summaries: Sequence[DatasetSummary]) -> list[str]:
+    """Sweeps of small runs: runs per second, gradcheck's cost per run beyond the tiny run's
+    (its start-up), and its time over the Rust server's."""
+    sweeps = [s for s in summaries if s.small_sweep]
+    if not sweeps:
+        return []
+    tiny = next((s for s in summaries if s.dataset == params.tiny_name()), None)
+    start_up = tiny.readers["gradcheck"].wall_seconds if tiny and "gradcheck" in tiny.readers else 0
+    header = (
+        f"{'dataset':<24}{'runs':>5}{'MB':>5}{'gc -j1 s':>9}{'gc s':>6}{'runs/s':>7}"
+        f"{'ms/run':>7}{'rust s':>7}{'rs+crc s':>9}{'gc/rs':>6}{'-j1/rs':>7}{'gc/rs+c':>8}"
+    )
+    lines = [
+        f"sweeps: ms/run = (gradcheck's time - the tiny run's {start_up:.3f} s) / runs;"
+        " gc/rs target 1.5 at most",
+        header,
+        "-" * len(header),
+    ]
+    for s in sweeps:
+        gc = s.readers.get("gradcheck")
+        rate = f"{s.runs / gc.wall_seconds:.0f}" if gc and not gc.problems else "-"
+        per_run = (
+            f"{(gc.wall_seconds - start_up) / s.runs * 1e3:.1f}" if gc and not gc.problems else "-"
+        )
+        lines.append(
+            f"{s.dataset:<24}{s.runs:>5}{s.megabytes:>5.0f}{_seconds(s, 'gradcheck-1job'):>9}"
+            f"{_seconds(s, 'gradcheck'):>6}{rate:>7}{per_run:>7}{_seconds(s, 'rust'):>7}"
+            f"{_seconds(s, 'rust-checksum'):>9}{_ratio(s, 'gradcheck/rust', '.2f'):>6}"
+            f"{_ratio(s, 'gradcheck-1job/rust', '.2f'):>7}"
+            f"{_ratio(s, 'gradcheck/rust-checksum', '.2f'):>8}"
+        )
+    return lines
+
+
+def _start_up_lines(summaries: Sequence[DatasetSummary]) -> list[str]:
+    """The tiny run against ``python -c pass``, and ``inspect`` against ``analyze``."""
+    lines = []
+    for s in summaries:
+        if "gradcheck/python" in s.ratios:
+            lines.append(
+                f"start-up ({s.dataset}, {s.histograms} histograms): python -c pass"
+                f" {_seconds(s, 'python')} s, gradcheck's imports {_seconds(s, 'imports')} s,"
+                f" the tiny run end to end {_seconds(s, 'gradcheck')} s:"
+                f" {s.ratios['gradcheck/python']:.2f}x python (target 6 at most)"
+            )
+        if "inspect/gradcheck" in s.ratios:
+            lines.append(
+                f"inspect vs analyze ({s.dataset}): inspect {_seconds(s, 'inspect')} s,"
+                f" analyze {_seconds(s, 'gradcheck')} s: {s.ratios['inspect/gradcheck']:.2f}x"
+                " (target 1.2 at most)"
+            )
+    return lines
+
+
+_EXTRA_READERS = ("gradcheck-1job", "gradcheck-read", "accumulator-notf", "floor", "imports")
+
+
 def _extra_lines(summaries: Sequence[DatasetSummary]) -> list[str]:
     lines = []
     for s in summaries:
         for name, reader in s.readers.items():
-            if name in ("gradcheck-1job", "gradcheck-read", "accumulator-notf", "floor", "imports"):
+            if name in _EXTRA_READERS and not _is_series(s):
                 lines.append(f"{s.dataset}: {name} {_seconds(s, name)} s")
             for problem in reader.problems:
                 lines.append(f"{s.dataset}: {name}: PROBLEM: {problem}")
-        if "gradcheck-1job/gradcheck" in s.ratios:
+        if "gradcheck-1job/gradcheck" in s.ratios and not s.dataset.startswith("params-"):
             lines.append(
                 f"{s.dataset}: speed-up of the default over --jobs 1:"
                 f" {s.ratios['gradcheck-1job/gradcheck']:.2f}x"
@@ -279,6 +414,11 @@ _BEST_LABELS = (
     ("tbparse/gradcheck", "tbparse {:.1f}x"),
     ("accumulator/gradcheck", "EA {:.1f}x"),
     ("gradcheck-1job/gradcheck", "default over --jobs 1 {:.2f}x"),
+    ("gradcheck/rust", "gc/rust {:.2f}"),
+    ("gradcheck/rust-checksum", "gc/rust-checksum {:.2f}"),
+    ("gradcheck-1job/rust", "gc -j1/rust {:.2f}"),
+    ("inspect/gradcheck", "inspect/analyze {:.2f}"),
+    ("gradcheck/python", "tiny run/python {:.2f}"),
 )
 
 
@@ -291,13 +431,20 @@ def render(
     """The table of medians and ratios, the targets, and how loaded the machine was."""
     lines = [
         f"gradcheck benchmark, {facts['date']}, {facts['cpus']} CPUs,"
-        f" median of {args.repeats} runs, each reader its own process",
+        f" median of {args.repeats} runs ({args.series_repeats} in the series, {args.big_repeats}"
+        " on their logs of 300 MB or more), each reader its own process",
         "x = that reader's time / gradcheck's; gc/bare = gradcheck's time / the bare loop's",
         f"slow readers (tbparse, EventAccumulator) measured only up to {args.slow_max_size} logs",
         "",
         *_table(summaries),
         "",
         *_extra_lines(summaries),
+        "",
+        *_sweep_table(summaries),
+        "",
+        *params.render({s.dataset: s for s in summaries}),
+        "",
+        *_start_up_lines(summaries),
         "",
         "targets:",
     ]

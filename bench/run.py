@@ -6,8 +6,11 @@ reported, with peak memory (see ``measure.py``) and the CPU that other processes
 meanwhile (noise). Prints a table of ratios and writes everything to ``bench/results.json``.
 
 By default tbparse and EventAccumulator run only on the 40 MB logs (minutes and GBs of memory
-beyond), gradcheck and the bare loop on every size; the multi-file run compares
-``gradcheck --jobs 1`` with the default. ``make bench`` runs the defaults.
+beyond), gradcheck, the bare loop and TensorBoard's Rust data server on every size; the
+multi-file run compares ``gradcheck --jobs 1`` with the default. Issue 22's series follow
+(``--series``): sweeps of many small runs, a parameter-count series (``bench/params.py``),
+``inspect`` against ``analyze``, and the start-up (a tiny run against ``python -c pass``).
+``make bench`` runs the defaults.
 
     python bench/run.py --sizes 40MB --repeats 3 --readers gradcheck,bare,tbparse,accumulator
 """
@@ -30,7 +33,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: python bench/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import gen, report  # noqa: E402
+from bench import gen, params, readers, report  # noqa: E402
 from bench.ceiling import measure as measure_ceiling  # noqa: E402
 from bench.measure import Measurement, run_measured  # noqa: E402
 
@@ -49,6 +52,7 @@ class Reader:
     slow: bool  # measured only up to --slow-max-size by default
     command: Callable[[Path], list[str]]
     description: str
+    ready: str | None = None  # a server: timed until it logs this (see measure.run_measured)
 
 
 def _script_reader(name: str, slow: bool, description: str) -> Reader:
@@ -75,6 +79,18 @@ def _gradcheck(jobs: int | None) -> Callable[[Path], list[str]]:
     return lambda path: [PYTHON, "-m", "gradcheck", "analyze", str(path), *GRADCHECK_FLAGS, *extra]
 
 
+def _rust(checksum: bool) -> Reader:
+    name = "rust-checksum" if checksum else "rust"
+    what = "with" if checksum else "without"
+    return Reader(
+        name,
+        False,
+        lambda path: readers.rust_command(str(path), checksum),
+        f"TensorBoard's Rust data server, one load cycle, {what} --checksum",
+        readers.RUST_READY,
+    )
+
+
 READERS: dict[str, Reader] = {
     reader.name: reader
     for reader in (
@@ -84,13 +100,28 @@ READERS: dict[str, Reader] = {
         _script_reader("bare", False, "struct framing + Event.FromString"),
         Reader("floor", False, lambda _: [PYTHON, "-c", FLOOR_CODE], "python + numpy, click"),
         Reader("imports", False, lambda _: [PYTHON, "-c", IMPORTS_CODE], "gradcheck's imports"),
+        Reader("python", False, lambda _: [PYTHON, "-c", "pass"], "python -c pass"),
+        Reader(
+            "inspect",
+            False,
+            lambda path: [PYTHON, "-m", "gradcheck", "inspect", str(path), "--format", "json"],
+            "gradcheck inspect (JSON listing)",
+        ),
+        _rust(checksum=False),
+        _rust(checksum=True),
         _script_reader("tbparse", True, "tbparse SummaryReader"),
         _script_reader("accumulator", True, "EventAccumulator, size_guidance 0 (TF installed)"),
         _script_reader("accumulator-notf", True, "EventAccumulator without TensorFlow"),
     )
 }
-DEFAULT_READERS = "gradcheck,gradcheck-1job,bare,floor,imports,tbparse,accumulator"
-MULTI_READERS = ("gradcheck-1job", "gradcheck", "bare", "floor")
+DEFAULT_READERS = (
+    "gradcheck,gradcheck-1job,bare,floor,imports,rust,rust-checksum,tbparse,accumulator"
+)
+MULTI_READERS = ("gradcheck-1job", "gradcheck", "bare", "floor", "rust")
+SWEEP_READERS = ("gradcheck-1job", "gradcheck", "rust", "rust-checksum")
+START_UP_READERS = ("gradcheck", "gradcheck-1job", "python", "imports")
+INSPECT_READERS = ("gradcheck", "inspect")
+SERIES = ("logs", "sweep", "params", "inspect", "startup")
 
 
 @dataclass(frozen=True)
@@ -153,13 +184,28 @@ def _check_gradcheck(result_stdout: str, info: gen.DatasetInfo) -> tuple[int | N
     for layer in layers:
         verdicts[layer["verdict"]] = verdicts.get(layer["verdict"], 0) + 1
     problem = ""
-    runs = len(info.files) if gen.parse_dataset(info.name).runs else 1
+    runs = len({Path(file).parent for file in info.files})  # a sweep: a directory per run
     if len(document["runs"]) != runs:
         problem = f"{len(document['runs'])} runs reported, the log has {runs}"
     elif len(layers) != runs * info.parameters:
         problem = f"{len(layers)} layers reported, the log has {info.parameters} parameters"
         problem += f" in each of {runs} runs" if runs > 1 else ""
     return len(layers), verdicts, problem
+
+
+def _check_inspect(result_stdout: str, info: gen.DatasetInfo) -> str:
+    try:
+        document = json.loads(result_stdout)
+        seen = sum(
+            tag["count"]
+            for run in document["runs"]
+            for file in run["files"]
+            for tag in file["tags"]
+        )
+    except (ValueError, KeyError, TypeError) as error:
+        return f"inspect output is not the JSON listing: {error}"
+    expected = info.histograms + info.scalars
+    return "" if seen == expected else f"inspect counted {seen} values, the log has {expected}"
 
 
 def _check_reader(result_stdout: str, info: gen.DatasetInfo) -> tuple[int | None, str]:
@@ -181,12 +227,16 @@ def measure_once(
 ) -> Result:
     """Run ``reader`` once on ``info``'s run directory and check what it produced."""
     out = scratch / f"{info.name}.{reader.name}.{repeat}.out"
-    measurement = run_measured(reader.command(Path(info.directory)), env, REPO, out, timeout)
+    measurement = run_measured(
+        reader.command(Path(info.directory)), env, REPO, out, timeout, reader.ready
+    )
     values, layers, verdicts, problem = None, None, None, ""
     if measurement.returncode != 0:
         problem = f"exit status {measurement.returncode}: {measurement.stderr_tail[-300:]}"
-    elif reader.name in ("floor", "imports"):
-        pass  # reads nothing: its output is not checked
+    elif reader.name in ("floor", "imports", "python") or reader.ready is not None:
+        pass  # reads nothing, or a server (tests/test_bench_guard.py counts its values)
+    elif reader.name == "inspect":
+        problem = _check_inspect(measurement.stdout, info)
     elif reader.name.startswith("gradcheck") and reader.name != "gradcheck-read":
         layers, verdicts, problem = _check_gradcheck(measurement.stdout, info)
     else:
@@ -235,19 +285,60 @@ def measure_dataset(
 
 
 def plan(args: argparse.Namespace, has_jobs: bool) -> list[tuple[str, list[Reader]]]:
-    """Which readers run on which dataset."""
+    """Which readers run on which dataset: the logs (``--sizes``, ``--multi``), then the
+    series of ``--series`` (a dataset two series share gets both's readers)."""
     readers = [READERS[name] for name in _split(args.readers)]
     slow_max = gen.parse_size(args.slow_max_size)
-    work: list[tuple[str, list[Reader]]] = []
-    for name in gen.dataset_names(_split(args.sizes), _split(args.encodings), []):
-        spec = gen.parse_dataset(name)
-        chosen = [r for r in readers if not r.slow or spec.file_bytes <= slow_max]
-        if chosen:
-            work.append((name, chosen))
-    for name in gen.dataset_names([], _split(args.encodings), _split(args.multi)):
-        chosen = [READERS[r] for r in MULTI_READERS if has_jobs or r != "gradcheck-1job"]
-        work.append((name, chosen))
-    return work
+    series = set(_split(args.series))
+    work: dict[str, list[Reader]] = {}
+
+    def add(name: str, names: Sequence[str]) -> None:
+        chosen = work.setdefault(name, [])
+        for reader in names:
+            if (has_jobs or reader != "gradcheck-1job") and READERS[reader] not in chosen:
+                chosen.append(READERS[reader])
+
+    if "logs" in series:
+        for name in gen.dataset_names(_split(args.sizes), _split(args.encodings), []):
+            spec = gen.parse_dataset(name)
+            chosen = [r.name for r in readers if not r.slow or spec.file_bytes <= slow_max]
+            if chosen:
+                add(name, chosen)
+        for name in gen.dataset_names([], _split(args.encodings), _split(args.multi)):
+            add(name, MULTI_READERS)
+    if series & {"startup", "params", "sweep"}:  # the tiny run: start-up, subtracted below
+        add(params.tiny_name(), START_UP_READERS)
+    if "sweep" in series:
+        for name in gen.dataset_names([], ["tensor"], _split(args.sweep)):
+            add(name, SWEEP_READERS)
+    if "params" in series:
+        for count in _counts(args.params):
+            add(params.dataset_name(count, args.params_steps), ("gradcheck-1job", "rust"))
+    if "inspect" in series:
+        add(params.dataset_name(1000, args.params_steps), INSPECT_READERS)
+    return list(work.items())
+
+
+def _counts(text: str) -> list[int]:
+    return [int(item) for item in _split(text)]
+
+
+def ensure(args: argparse.Namespace, name: str) -> gen.DatasetInfo:
+    """The dataset ``name``, written first if missing: a parameter-series log
+    (``params-<count>x<steps>``, ``bench/params.py``) or one of ``bench/gen.py``'s."""
+    if name.startswith("params-"):
+        count, steps = name.removeprefix("params-").split("x")
+        return params.ensure_log(args.data, int(count), int(steps))
+    return gen.ensure_dataset(args.data, name)
+
+
+def repeats_for(args: argparse.Namespace, name: str, info: gen.DatasetInfo) -> int:
+    """``--repeats`` for the logs; for the series ``--series-repeats``, or ``--big-repeats``
+    on a series log of 300 MB or more (a run of a minute or more)."""
+    logs = gen.dataset_names(_split(args.sizes), _split(args.encodings), _split(args.multi))
+    if name in logs:
+        return int(args.repeats)
+    return int(args.big_repeats if info.bytes >= 300e6 else args.series_repeats)
 
 
 def _split(text: str) -> list[str]:
@@ -314,6 +405,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="multi-file layouts: 4x40MB (one run in 4 files), 4runs40MB (4 runs); '' for none",
     )
     parser.add_argument("--readers", default=DEFAULT_READERS, help=f"of: {', '.join(READERS)}")
+    parser.add_argument(
+        "--series",
+        default=",".join(SERIES),
+        help="logs (--sizes, --multi), sweep, params, inspect (on params-1000xSTEPS), startup",
+    )
+    parser.add_argument(
+        "--sweep", default="200runs200kB,1000runs200kB", help="sweeps of small TF2 runs"
+    )
+    parser.add_argument("--params", default="100,1000,5000,20000", help="parameter counts")
+    parser.add_argument("--params-steps", type=int, default=50, help="steps of the params logs")
+    parser.add_argument("--series-repeats", type=int, default=5, help="runs per series log")
+    parser.add_argument("--big-repeats", type=int, default=3, help="... of 300 MB or more")
     parser.add_argument("--slow-max-size", default="40MB", help="largest log for slow readers")
     parser.add_argument("--repeats", type=int, default=3, help="runs per reader and dataset")
     parser.add_argument(
@@ -324,10 +427,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown = set(_split(args.readers)) - set(READERS)
     if unknown:
         parser.error(f"unknown readers: {', '.join(sorted(unknown))}")
-    if args.repeats < 1:
-        parser.error("--repeats must be at least 1")
+    if min(args.repeats, args.series_repeats, args.big_repeats) < 1:
+        parser.error("--repeats, --series-repeats and --big-repeats must be at least 1")
+    if set(_split(args.series)) - set(SERIES):
+        parser.error(f"unknown series: {args.series} (of: {', '.join(SERIES)})")
     try:
         gen.dataset_names(_split(args.sizes), _split(args.encodings), _split(args.multi))
+        gen.dataset_names([], ["tensor"], _split(args.sweep))
+        _counts(args.params)
         gen.parse_size(args.slow_max_size)
     except ValueError as error:
         parser.error(str(error))
@@ -360,11 +467,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         facts = environment_facts(env, scratch, help_text)
         for name, readers in work:
             print(f"dataset {name}: writing if needed", file=sys.stderr, flush=True)
-            infos[name] = gen.ensure_dataset(args.data, name)
+            infos[name] = ensure(args, name)
+            repeats = repeats_for(args, name, infos[name])
             results += measure_dataset(
-                infos[name], readers, args.repeats, scratch, env, args.timeout, warmed
+                infos[name], readers, repeats, scratch, env, args.timeout, warmed
             )
-        several = [info for info in infos.values() if len(info.files) > 1]
+        multi = gen.dataset_names([], _split(args.encodings), _split(args.multi))
+        several = [info for info in infos.values() if len(info.files) > 1 and info.name in multi]
         if has_jobs and several:  # the machine's own limit for the 2-core target
             largest = max(several, key=lambda info: info.bytes)
             print(f"two-core ceiling on {largest.name}", file=sys.stderr, flush=True)

@@ -8,6 +8,7 @@ real numbers come from ``make bench`` (bench/README.md).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import io
 import json
@@ -27,7 +28,7 @@ from tensorboard.util import tensor_util
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import encode, gen, readers  # noqa: E402
+from bench import encode, gen, params, readers  # noqa: E402
 from bench.network import keras_cnn, torch_resnet18  # noqa: E402
 from gradcheck.pipeline import analyze  # noqa: E402
 
@@ -253,6 +254,9 @@ def test_gradcheck_is_not_grossly_slower_than_the_bare_parse_loop(
     )
 
 
+_ARGS = argparse.Namespace(repeats=2, series_repeats=5, big_repeats=3, slow_max_size="40MB")
+
+
 def test_report_gives_medians_and_best_runs_and_checks_targets_on_medians() -> None:
     from bench.measure import Measurement
     from bench.report import evaluate_targets, summarise
@@ -333,7 +337,7 @@ def test_start_up_is_set_beside_an_unmet_bare_loop_target() -> None:
     )
     assert targets["tensor-1GB"].passed and targets["tensor-1GB"].note == ""
     facts = {"date": "d", "cpus": 2, "python_startup_seconds": 0.03}
-    args = type("Args", (), {"repeats": 2, "slow_max_size": "40MB"})()
+    args = _ARGS
     text = render(summaries, list(targets.values()), facts, args)  # type: ignore[arg-type]
     assert "tensor-40MB: floor 0.18 s" in text
     assert "tensor-160MB: imports 0.33 s" in text
@@ -399,7 +403,7 @@ def test_two_core_ceiling_reads_two_files_each_way_and_reports_the_ratio(
         "two_core_ceiling": {"dataset": "tensor-3x300kB", "at_once": 1.0,
                              "one_after_the_other": 1.75, "ratio": 1.75},
     }  # fmt: skip
-    args = type("Args", (), {"repeats": 2, "slow_max_size": "40MB"})()
+    args = _ARGS
     text = render([], [], facts, args)  # type: ignore[arg-type]
     assert "two-core ceiling" in text and "1.00 s at once against 1.75 s" in text
     assert "1.75x" in text
@@ -436,7 +440,8 @@ def test_memory_counts_the_in_memory_files_open_in_the_tree_once() -> None:
 def test_the_report_check_expects_every_run_of_a_sweep() -> None:
     from bench.run import _check_gradcheck
 
-    info = gen.DatasetInfo("tensor-2runs1MB", "tensor", "d", ("a", "b"), 2, 1, 1, 1, 3, 1, 0.0)
+    files = ("d/run0/a", "d/run1/b")  # a sweep: a directory per run, as gen writes it
+    info = gen.DatasetInfo("tensor-2runs1MB", "tensor", "d", files, 2, 1, 1, 1, 3, 1, 0.0)
     layer = {"verdict": "ok"}
     two_runs = json.dumps({"runs": [{"layers": [layer] * 3}] * 2})
     assert _check_gradcheck(two_runs, info) == (6, {"ok": 6}, "")
@@ -444,5 +449,125 @@ def test_the_report_check_expects_every_run_of_a_sweep() -> None:
     assert _check_gradcheck(one_run, info)[2] == "1 runs reported, the log has 2"
     short = json.dumps({"runs": [{"layers": [layer] * 3}, {"layers": [layer]}]})
     assert "in each of 2 runs" in _check_gradcheck(short, info)[2]
-    single = dataclasses.replace(info, name="tensor-1MB", files=("a",))
+    single = dataclasses.replace(info, name="tensor-1MB", files=("d/a",))
     assert _check_gradcheck(one_run, single) == (3, {"ok": 3}, "")
+
+
+def _summaries(walls: dict[str, dict[str, float]], infos: dict[str, gen.DatasetInfo]) -> list:
+    from bench.measure import Measurement
+    from bench.report import summarise
+    from bench.run import Result
+
+    results = [
+        Result(name, reader, 0, Measurement(wall, wall, 50.0, 60.0, 0.0, 0, "", ""), None, None,
+               None, "")
+        for name, readers in walls.items()
+        for reader, wall in readers.items()
+    ]  # fmt: skip
+    return summarise(results, infos)
+
+
+def test_issue_22_targets_the_rust_server_sweeps_parameters_inspect_and_start_up() -> None:
+    from bench.report import evaluate_targets, render
+
+    def info(name: str, files: tuple[str, ...], size: int, histograms: int) -> gen.DatasetInfo:
+        return gen.DatasetInfo(name, "histo", "d", files, size, 1, histograms, 1, 1, 1, 0.0)
+
+    sweep = tuple(f"d/run{n}/f" for n in range(200))
+    infos = {
+        i.name: i
+        for i in (
+            info("tensor-160MB", ("d/f",), 160_000_000, 1),
+            info("tensor-200runs200kB", sweep, 40_000_000, 1),
+            info(params.tiny_name(), ("d/f",), 10_000, 40),
+            info("params-1000x50", ("d/f",), 58_000_000, 100_000),
+            info("params-5000x50", ("d/f",), 290_000_000, 500_000),
+        )
+    }
+    walls = {
+        "tensor-160MB": {"gradcheck": 0.44, "rust": 0.75, "rust-checksum": 1.32},
+        "tensor-200runs200kB": {"gradcheck": 2.0, "gradcheck-1job": 2.2, "rust": 0.5},
+        params.tiny_name(): {"gradcheck": 0.3, "gradcheck-1job": 0.25, "python": 0.04},
+        "params-1000x50": {"gradcheck-1job": 0.85, "gradcheck": 0.85, "inspect": 0.9, "rust": 1},
+        "params-5000x50": {"gradcheck-1job": 4.25, "rust": 5.0},
+    }
+    summaries = _summaries(walls, infos)
+    by_name = {s.dataset: s for s in summaries}
+    assert by_name["tensor-200runs200kB"].runs == 200 and by_name["tensor-200runs200kB"].small_sweep
+    assert by_name["tensor-160MB"].ratios["gradcheck/rust-checksum"] == round(0.44 / 1.32, 3)
+    targets = {(t.name, t.dataset): t for t in evaluate_targets(summaries)}
+    assert targets["no slower than the Rust server", "tensor-160MB"].passed
+    sweep_target = targets["sweep within 1.5x of the Rust server", "tensor-200runs200kB"]
+    assert sweep_target.measured == 4.0 and not sweep_target.passed
+    assert not any(name.startswith("2 cores") for name, _ in targets)  # small runs: not issue 6's
+    assert targets["inspect within 1.2x of analyze", "params-1000x50"].measured == round(
+        0.9 / 0.85, 3
+    )
+    tiny = targets["tiny run within 6x of python -c pass", params.tiny_name()]
+    assert tiny.measured == 7.5 and not tiny.passed
+    # 1.0 s and 5.0 s less the tiny run's 0.25 s (--jobs 1), per 100,000 and 500,000 histograms
+    cost = targets["cost per histogram vs 1,000 params", "params-5000x50"]
+    assert cost.measured == round((4.0 / 500_000) / (0.6 / 100_000), 3) and not cost.passed
+    text = render(summaries, list(targets.values()), {"date": "d", "cpus": 2,
+                  "python_startup_seconds": 0.03}, _ARGS)  # type: ignore[arg-type]  # fmt: skip
+    assert "tensor-200runs200kB       200   40     2.20  2.00    100    8.5   0.50" in text
+    assert "   1000     58   100000   0.85     6.00    1.00     -" in text
+    assert "   5000    290   500000   4.25     8.00    1.33  1.18" in text
+    assert "the tiny run end to end 0.30 s: 7.50x python" in text
+    assert "inspect 0.90 s, analyze 0.85 s: 1.06x" in text
+
+
+def test_the_parameter_logs_change_at_every_step_and_are_read_whole(tmp_path: Path) -> None:
+    info = params.ensure_log(tmp_path, 3, 4)
+    assert (info.name, info.histograms, info.scalars) == ("params-3x4", 24, 4)
+    assert params.ensure_log(tmp_path, 3, 4) == info  # kept: not written twice
+    histograms: dict[str, list[bytes]] = {}
+    for event in _events(Path(info.files[0])):
+        for value in event.summary.value:
+            if value.HasField("histo"):
+                histograms.setdefault(value.tag, []).append(value.histo.SerializeToString())
+                assert len(value.histo.bucket) == params.BUCKETS
+    assert len(histograms) == 6
+    for series in histograms.values():
+        assert len(series) == 4 and all(a != b for a, b in zip(series, series[1:], strict=False))
+    assert len({series[0] for series in histograms.values()}) == 6  # each parameter its own
+    report = analyze([info.directory], jobs=1)
+    assert sum(len(run.layers) for run in report.runs) == 3
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the Rust data server's binary: Linux here")
+def test_the_rust_server_keeps_every_value_and_is_timed_to_its_load(tmp_path: Path) -> None:
+    from bench.measure import run_measured
+
+    sweep = gen.write_dataset(tmp_path / "sweep", gen.DatasetSpec("tensor", 200_000, 3, True))
+    torch = params.ensure_log(tmp_path, 5, 6)
+    for info in (sweep, torch):  # TF2 tensors and PyTorch protos, scalars of both kinds
+        assert readers.rust_values(info.directory) == info.histograms + info.scalars
+    command = readers.rust_command(sweep.directory, checksum=True)
+    loaded = run_measured(command, os.environ, tmp_path, tmp_path / "out", 60, readers.RUST_READY)
+    assert loaded.returncode == 0 and 0 < loaded.wall_seconds < 30
+    assert readers.RUST_READY in (tmp_path / "out.err").read_text()
+    ends = [sys.executable, "-c", "import sys; sys.stderr.write('Starting load cycle')"]
+    failed = run_measured(ends, os.environ, tmp_path, tmp_path / "out", 60, readers.RUST_READY)
+    assert failed.returncode == -1  # ended without the line
+
+
+def test_each_series_can_run_alone_and_shared_logs_get_both_readers() -> None:
+    from bench.run import parse_args, plan
+
+    def planned(*argv: str) -> dict[str, list[str]]:
+        work = plan(parse_args(list(argv)), has_jobs=True)
+        return {name: [reader.name for reader in readers] for name, readers in work}
+
+    assert planned("--series", "sweep", "--sweep", "200runs200kB") == {
+        "params-4x5": ["gradcheck", "gradcheck-1job", "python", "imports"],
+        "tensor-200runs200kB": ["gradcheck-1job", "gradcheck", "rust", "rust-checksum"],
+    }
+    both = planned("--series", "params,inspect", "--params", "1000,5000", "--params-steps", "9")
+    assert both["params-1000x9"] == ["gradcheck-1job", "rust", "gradcheck", "inspect"]
+    assert both["params-5000x9"] == ["gradcheck-1job", "rust"]
+    logs = planned("--series", "logs", "--sizes", "160MB", "--encodings", "histo", "--multi", "")
+    assert logs == {"histo-160MB": ["gradcheck", "gradcheck-1job", "bare", "floor", "imports",
+                                    "rust", "rust-checksum"]}  # fmt: skip
+    with pytest.raises(SystemExit):
+        parse_args(["--series", "speed"])
