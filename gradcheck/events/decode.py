@@ -134,7 +134,7 @@ class EventDecoder:
 
 def _blob_field(payload: bytes) -> str | None:
     """The oneof name when the Event is a graph/metadata blob (skipped unparsed), else None."""
-    head = event_head(payload)
+    head = event_head(payload, first=True)
     return None if head is None else _BLOB_FIELDS.get(head[1])
 
 

@@ -14,10 +14,12 @@ EVENT_SUMMARY = 5
 EVENT_WHAT = range(3, 10)  # the fields of Event's "what" oneof, all length-delimited
 
 
-def event_head(payload: bytes) -> tuple[int, int] | None:
+def event_head(payload: bytes, first: bool = False) -> tuple[int, int] | None:
     """``(step, what)`` of an Event payload: ``what`` is the number of the oneof's field that
     protobuf would keep (the last one on the wire; 0 when there is none). None when the payload
-    is not a sequence of well-formed fields (then only a real parse can say what it is)."""
+    is not a sequence of well-formed fields (then only a real parse can say what it is).
+    ``first``: stop at the first field of the oneof (a blob is skipped without reading past
+    it, whatever follows; the step is then the one seen before it)."""
     step, what, pos, size = 0, 0, 0, len(payload)
     while pos < size:
         key, pos = _varint(payload, pos)
@@ -35,6 +37,8 @@ def event_head(payload: bytes) -> tuple[int, int] | None:
             pos = pos + length if pos >= 0 else pos
             if number in EVENT_WHAT:
                 what = number
+                if first and 0 <= pos <= size:
+                    return step, what
         elif wire == 5:
             pos += 4
         else:
