@@ -228,6 +228,12 @@ def _children(pid: int) -> list[int]:
     return [int(child) for child in text.split()]
 
 
+def _default_sigint() -> None:
+    """Ctrl-C as a terminal delivers it: a shell's background job (``make test &``, a CI
+    runner) starts its commands with SIGINT ignored, and they would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux's /proc")
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_ends_the_command_and_its_readers(tmp_path: Path, signum: int) -> None:
@@ -245,6 +251,7 @@ def test_a_signal_ends_the_command_and_its_readers(tmp_path: Path, signum: int) 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
+        preexec_fn=_default_sigint,
     )
     deadline = time.monotonic() + 60
     while not (children := _children(process.pid)) and process.poll() is None:
