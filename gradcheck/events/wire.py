@@ -22,7 +22,8 @@ def event_head(payload: bytes, first: bool = False) -> tuple[int, int] | None:
     it, whatever follows; the step is then the one seen before it)."""
     step, what, pos, size = 0, 0, 0, len(payload)
     while pos < size:
-        key, pos = _varint(payload, pos)
+        key = payload[pos]  # field numbers below 16 (all of Event's) have a one-byte key
+        key, pos = (key, pos + 1) if key < 0x80 else _varint(payload, pos)
         number, wire = key >> 3, key & 7
         if pos < 0 or number == 0:
             return None
@@ -51,6 +52,8 @@ def event_head(payload: bytes, first: bool = False) -> tuple[int, int] | None:
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """The unsigned varint at ``pos`` and the position after it; ``(0, -1)`` when it is
     truncated or longer than ten bytes."""
+    if pos < len(data) and data[pos] < 0x80:  # one byte: keys, small lengths and steps
+        return data[pos], pos + 1
     value = shift = 0
     while pos < len(data) and shift < 70:
         byte = data[pos]
