@@ -11,6 +11,7 @@ import os
 import signal
 import stat
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -561,6 +562,10 @@ def _note_failing_runs(report: Report, fail_on: frozenset[Verdict]) -> None:
         say(line)
 
 
+PROGRESS_REDRAW_SECONDS = 0.1
+"""The progress bar is redrawn at most this often (rich's own default is 10 times a second)."""
+
+
 @contextmanager
 def _progress(env: Env, *, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
     """A transient progress bar on stderr, only when stderr is a terminal."""
@@ -572,11 +577,18 @@ def _progress(env: Env, *, enabled: bool) -> Iterator[Callable[[int, int], None]
 
     console = Console(file=sys.stderr, no_color=env.no_color)
     columns = ("reading", BarColumn(), DownloadColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
+    # Redrawn by the updates, not by rich's refresh thread: worker processes are forked, and
+    # a fork while another thread runs can copy a lock it holds.
+    with Progress(*columns, console=console, transient=True, auto_refresh=False) as bar:
         task = bar.add_task("reading", total=None)
+        drawn = 0.0
 
         def update(done: int, total: int) -> None:
+            nonlocal drawn
             bar.update(task, completed=done, total=total)
+            if done >= total or time.monotonic() - drawn >= PROGRESS_REDRAW_SECONDS:
+                bar.refresh()
+                drawn = time.monotonic()
 
         yield update
 

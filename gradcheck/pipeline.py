@@ -20,7 +20,7 @@ from gradcheck import __version__
 from gradcheck.engine import plan
 from gradcheck.engine.parts import FilePart as FilePart
 from gradcheck.engine.parts import reduce_file as reduce_file
-from gradcheck.engine.pool import map_shared, read_files
+from gradcheck.engine.pool import Workers, map_shared, read_files
 from gradcheck.errors import InputError
 from gradcheck.events.discover import discover
 from gradcheck.events.steps import StepWindow
@@ -61,9 +61,10 @@ def analyze(
     """
     window = steps if steps is not None else StepWindow()
     runs = select_runs(discover(paths), run_glob)
-    parts_by_run = read_runs(runs, window, progress, jobs)
-    _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
-    reports = judge_runs(runs, parts_by_run, config, rules, jobs)
+    with Workers(jobs) as workers:
+        parts_by_run = read_runs(runs, window, progress, workers)
+        _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
+        reports = judge_runs(runs, parts_by_run, config, rules, workers)
     return Report(
         version=__version__,
         runs=tuple(filter_layers(reports, layer_glob)),
@@ -129,13 +130,16 @@ def _coverage(run: RunReport) -> str:
 
 
 def read_runs(
-    runs: Sequence[Run], window: StepWindow, progress: ProgressCallback | None, jobs: int | None
+    runs: Sequence[Run],
+    window: StepWindow,
+    progress: ProgressCallback | None,
+    workers: Workers | None = None,
 ) -> list[list[FilePart]]:
     """Every file of ``runs`` reduced (the map step: one independent task per file, or byte
     range of a big file), grouped by run, in file order."""
     tracker = _ProgressTracker(runs, progress)
     files = [(path, run.path) for run in runs for path in run.files]
-    parts = iter(read_files(files, window, tracker, jobs))
+    parts = iter(read_files(files, window, tracker, workers))
     parts_by_run = [[next(parts) for _ in run.files] for run in runs]
     tracker.finish()
     return parts_by_run
@@ -165,7 +169,8 @@ def load_runs(
     """
     window = steps if steps is not None else StepWindow()
     runs = [_only_run(path) for path in paths]
-    parts_by_run = read_runs(runs, window, progress, jobs)
+    with Workers(jobs) as workers:
+        parts_by_run = read_runs(runs, window, progress, workers)
     loaded = []
     for path, run, parts in zip(paths, runs, parts_by_run, strict=True):
         _check_readable([path], parts, window)
@@ -188,10 +193,10 @@ def judge_runs(
     parts_by_run: Sequence[Sequence[FilePart]],
     config: Config,
     rules: TagRules,
-    jobs: int | None,
+    workers: Workers | None = None,
 ) -> list[RunReport]:
-    """The report of every run (see :func:`analyze_parts`), in order; runs share processes
-    (``jobs`` allowing, see :func:`gradcheck.engine.pool.map_shared`) when there is enough to
+    """The report of every run (see :func:`analyze_parts`), in order; runs share the
+    ``workers`` (see :func:`gradcheck.engine.pool.map_shared`) when there is enough to
     judge (``engine.plan``): a sweep of many runs would otherwise wait on one core after reading
     on all of them."""
     weights = [plan.verdict_seconds([part.data for part in parts]) for parts in parts_by_run]
@@ -200,7 +205,7 @@ def judge_runs(
         list(zip(runs, parts_by_run, strict=True)),
         weights,
         plan.VERDICT_SPLIT_SECONDS,
-        jobs,
+        workers,
     )
 
 
