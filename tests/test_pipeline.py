@@ -179,3 +179,33 @@ def test_the_default_is_one_process_per_cpu_up_to_a_cap(monkeypatch: pytest.Monk
     assert parallel.default_jobs() == parallel.DEFAULT_JOBS_MAX == 8
     monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
     assert parallel.default_jobs() == 2
+
+
+def test_runs_read_and_judged_each_in_one_task_report_as_on_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep: each run read and judged by a worker, only its report and its files' parts
+    without series sent back; the report is the one of one process, damage included."""
+    for number, exploding in enumerate((True, False, True)):
+        write_run(tmp_path / f"run{number}", exploding=exploding, seed=number, files=2)
+    damaged = tmp_path / "run1" / sorted(p.name for p in (tmp_path / "run1").iterdir())[0]
+    damaged.write_bytes(damaged.read_bytes()[:-7])  # a half-written last record
+    one = run_analysis(tmp_path, jobs=1)
+    monkeypatch.setattr(pipeline, "WHOLE_RUNS_MIN_BYTES", 0)
+    seen: list[tuple[int, int]] = []
+    two = run_analysis(tmp_path, jobs=2, progress=lambda done, total: seen.append((done, total)))
+    assert repr(two) == repr(one)  # repr: NaN in the trends
+    assert "incomplete final record" in one.runs[1].warnings[0]  # not vacuous: damage kept
+    total = sum(p.stat().st_size for p in tmp_path.rglob("events.out.tfevents.*"))
+    assert seen[0] == (0, total) and seen[-1] == (total, total)
+
+
+def test_runs_read_in_tasks_with_nothing_readable_is_an_input_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for number in range(2):
+        (tmp_path / f"run{number}").mkdir()
+        (tmp_path / f"run{number}" / "events.out.tfevents.1.host").write_bytes(b"\x00" * 64)
+    monkeypatch.setattr(pipeline, "WHOLE_RUNS_MIN_BYTES", 0)
+    with pytest.raises(InputError, match="no valid TFRecord in 2 event files"):
+        run_analysis(tmp_path, jobs=2)

@@ -118,6 +118,12 @@ class Workers:
         self._given = executor
         self._pool: Any = None  # a ProcessPoolExecutor, once started
 
+    @property
+    def given(self) -> bool:
+        """Whether the executor was given: the user asked for it (a cluster), so work goes to
+        it whatever this machine's estimates say."""
+        return self._given is not None
+
     def executor(self) -> Executor:
         """The executor to submit to (a process pool is started on the first call)."""
         if self._given is not None:
@@ -185,9 +191,9 @@ def read_files(
     this process alone)."""
     jobs = 1 if workers is None else workers.jobs
     sizes = [_size(path) for path, _ in files]
-    if workers is None or jobs <= 1 or sum(sizes) < POOL_MIN_BYTES:
+    if workers is None or (not workers.given and (jobs <= 1 or sum(sizes) < POOL_MIN_BYTES)):
         return _read_here(files, window, progress)
-    tasks = _plan(files, sizes, jobs)
+    tasks = _plan(files, sizes, max(jobs, 2))
     if len(tasks) < 2:
         return _read_here(files, window, progress)
     return _gather(workers.executor(), tasks, files, window, progress)
@@ -292,18 +298,33 @@ def map_shared(
     weights: Sequence[float],
     least: float,
     workers: Workers | None = None,
+    done: Callable[[int], None] | None = None,
 ) -> list[_V]:
     """``work`` of every item, in order, on the ``workers``: as many of them as would each
     still get items weighing ``least`` or more (:func:`loads`); here when that is one.
-    ``work`` must be picklable (a module-level function, or a ``partial`` of one)."""
+    ``work`` must be picklable (a module-level function, or a ``partial`` of one); ``done``
+    is called here with each item's position as it is done."""
     processes = min(1 if workers is None else workers.jobs, len(items))
     while processes >= 2 and min(loads(weights, processes)) < least:
         processes -= 1
-    if workers is None or processes < 2:
-        return [work(item) for item in items]
+    if workers is None or (processes < 2 and not (workers.given and items)):
+        results = []
+        for at, item in enumerate(items):
+            results.append(work(item))
+            if done is not None:
+                done(at)
+        return results
+    from concurrent.futures import as_completed
+
     executor = workers.executor()
-    futures = {at: executor.submit(work, items[at]) for at in longest_first(weights)}
-    return [_result(futures[at], partial(work, item)) for at, item in enumerate(items)]
+    futures = {executor.submit(work, items[at]): at for at in longest_first(weights)}
+    if done is not None:
+        for future in as_completed(futures):
+            done(futures[future])
+    ordered = sorted(futures, key=futures.__getitem__)
+    return [
+        _result(future, partial(work, item)) for future, item in zip(ordered, items, strict=True)
+    ]
 
 
 def longest_first(weights: Sequence[float]) -> list[int]:
