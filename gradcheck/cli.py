@@ -36,6 +36,7 @@ from gradcheck.verdicts.gate import (
 )
 
 if TYPE_CHECKING:
+    from gradcheck.engine.pool import Workers
     from gradcheck.model import Comparison, Report, Verdict
     from gradcheck.tags import TagRules
     from gradcheck.verdicts.config import Config
@@ -231,10 +232,16 @@ def pattern_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def jobs_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``--jobs N`` and ``--no-progress``."""
+    """``--jobs N``, ``--scheduler ADDRESS`` and ``--no-progress``."""
     function = click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")(
         function
     )
+    function = click.option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Send the work to a Dask cluster: its scheduler's address (tcp://HOST:8786), or"
+        " local[:N] for N worker processes on this machine (needs gradcheck[dask]).",
+    )(function)
     return click.option(
         "--jobs",
         "-j",
@@ -322,6 +329,7 @@ def analyze(
     grad_pattern: str | None,
     weight_pattern: str | None,
     jobs: int | None,
+    scheduler: str | None,
     no_progress: bool,
 ) -> ExitStatus:
     """Judge every parameter of the runs under PATH... (event files or directories).
@@ -336,7 +344,7 @@ def analyze(
     config, rules = _settings(config_path, grad_pattern, weight_pattern)
     failing = parse_fail_on(fail_on or config.fail_on or DEFAULT_FAIL_ON)
     window = StepWindow.parse(steps) if steps is not None else None
-    with _progress(env, enabled=not no_progress) as progress:
+    with _workers(jobs, scheduler) as workers, _progress(env, enabled=not no_progress) as progress:
         report = run_analysis(
             list(paths),
             config=config,
@@ -346,6 +354,7 @@ def analyze(
             steps=window,
             progress=progress,
             jobs=jobs,
+            workers=workers,
         )
     options = FormatOptions(top=top, show_all=show_all, fail_on=failing)
     stdout_options = replace(options, env=env) if output is None else options
@@ -431,6 +440,7 @@ def compare(
     grad_pattern: str | None,
     weight_pattern: str | None,
     jobs: int | None,
+    scheduler: str | None,
     no_progress: bool,
 ) -> ExitStatus:
     """Compare run B with run A, parameter by parameter (ratios B over A).
@@ -447,9 +457,15 @@ def compare(
     env = _env(ctx)
     config, rules = _settings(config_path, grad_pattern, weight_pattern)
     window = StepWindow.parse(steps) if steps is not None else None
-    with _progress(env, enabled=not no_progress) as progress:
+    with _workers(jobs, scheduler) as workers, _progress(env, enabled=not no_progress) as progress:
         run_a_data, run_b_data = load_runs(
-            [run_a, run_b], config=config, rules=rules, steps=window, progress=progress, jobs=jobs
+            [run_a, run_b],
+            config=config,
+            rules=rules,
+            steps=window,
+            progress=progress,
+            jobs=jobs,
+            workers=workers,
         )
     comparison = compare_runs(run_a_data, run_b_data, config=config, rules=rules, layer_glob=layer)
     options = FormatOptions(env=env if output is None else Env())
@@ -560,6 +576,20 @@ def _note_failing_runs(report: Report, fail_on: frozenset[Verdict]) -> None:
         line = f"{run.run}: {plural(len(bad), 'parameter')} failing --fail-on"
         line += f" ({counts_phrase(counts)}): {names}"
         say(line)
+
+
+@contextmanager
+def _workers(jobs: int | None, scheduler: str | None) -> Iterator[Workers | None]:
+    """The Dask cluster's workers with ``--scheduler`` (None: the command's own pool)."""
+    if scheduler is None:
+        yield None
+        return
+    if jobs is not None:
+        raise click.UsageError("--jobs and --scheduler: give one (the cluster has its workers)")
+    from gradcheck.engine.cluster import connect
+
+    with connect(scheduler) as workers:
+        yield workers
 
 
 PROGRESS_REDRAW_SECONDS = 0.1

@@ -243,6 +243,7 @@ def load_runs(
     steps: StepWindow | None = None,
     progress: ProgressCallback | None = None,
     jobs: int | None = None,
+    workers: Workers | None = None,
 ) -> list[LoadedRun]:
     """The one run under each of ``paths``, read and judged.
 
@@ -251,8 +252,8 @@ def load_runs(
     """
     window = steps if steps is not None else StepWindow()
     runs = [_only_run(path) for path in paths]
-    with Workers(jobs) as workers:
-        parts_by_run = read_runs(runs, window, progress, workers)
+    with _using(workers, jobs) as chosen:
+        parts_by_run = read_runs(runs, window, progress, chosen)
     loaded = []
     for path, run, parts in zip(paths, runs, parts_by_run, strict=True):
         _check_readable([path], parts, window)

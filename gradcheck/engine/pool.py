@@ -111,10 +111,20 @@ class Workers:
     (None: :func:`default_jobs`) started the first time there is work worth sharing, or the
     ``executor`` given (its ``jobs``: how many tasks it runs at once). A context manager: on
     leaving, a pool it started is shut down, its workers killed when leaving on an exception
-    (Ctrl-C, SIGTERM) so that none outlives the command."""
+    (Ctrl-C, SIGTERM) so that none outlives the command. ``lost``: the exceptions by which
+    the ``executor`` says a worker died (Dask's ``KilledWorker``)."""
 
-    def __init__(self, jobs: int | None = None, executor: Executor | None = None) -> None:
+    def __init__(
+        self,
+        jobs: int | None = None,
+        executor: Executor | None = None,
+        lost: tuple[type[BaseException], ...] = (),
+    ) -> None:
+        from concurrent.futures.process import BrokenProcessPool
+
         self.jobs = default_jobs() if jobs is None else max(1, jobs)
+        self.lost: tuple[type[BaseException], ...] = (BrokenProcessPool, *lost)
+        """What a task raises when its worker died, not the task: it then runs again here."""
         self._given = executor
         self._pool: Any = None  # a ProcessPoolExecutor, once started
 
@@ -196,7 +206,7 @@ def read_files(
     tasks = _plan(files, sizes, max(jobs, 2))
     if len(tasks) < 2:
         return _read_here(files, window, progress)
-    return _gather(workers.executor(), tasks, files, window, progress)
+    return _gather(workers, tasks, files, window, progress)
 
 
 def _read_here(
@@ -235,7 +245,7 @@ def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int], jobs: int) -> 
 
 
 def _gather(
-    executor: Executor,
+    workers: Workers,
     tasks: Sequence[_Task],
     files: Sequence[tuple[str, str]],
     window: StepWindow,
@@ -245,6 +255,7 @@ def _gather(
     file's ranges joined)."""
     from concurrent.futures import as_completed
 
+    executor = workers.executor()
     futures: list[Any] = [None] * len(tasks)
     for at in longest_first([_task_bytes(task) for task in tasks]):
         futures[at] = executor.submit(_run, tasks[at], window)
@@ -252,7 +263,7 @@ def _gather(
     for future in as_completed(futures):  # progress here, not in the executor's thread
         progress.advance(sizes[future])
     results = [
-        _result(future, partial(_run, task, window))
+        _result(future, partial(_run, task, window), workers.lost)
         for future, task in zip(futures, tasks, strict=True)
     ]
     parts: list[FilePart] = []
@@ -281,14 +292,15 @@ _T = TypeVar("_T")
 _V = TypeVar("_V")
 
 
-def _result(future: Future[_V], again: Callable[[], _V]) -> _V:
+def _result(
+    future: Future[_V], again: Callable[[], _V], lost: tuple[type[BaseException], ...]
+) -> _V:
     """The future's result; ``again()`` here when its worker died before giving one (killed
-    by the kernel for memory, say): the pool is then broken, and each task left runs here."""
-    from concurrent.futures.process import BrokenProcessPool
-
+    by the kernel for memory, say): a process pool is then broken, and each task left runs
+    here."""
     try:
         return future.result()
-    except BrokenProcessPool:
+    except lost:
         return again()
 
 
@@ -323,7 +335,8 @@ def map_shared(
             done(futures[future])
     ordered = sorted(futures, key=futures.__getitem__)
     return [
-        _result(future, partial(work, item)) for future, item in zip(ordered, items, strict=True)
+        _result(future, partial(work, item), workers.lost)
+        for future, item in zip(ordered, items, strict=True)
     ]
 
 
