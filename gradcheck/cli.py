@@ -628,7 +628,13 @@ class _WatchView:
         line = Text(status_line(update, self.paths), style="bold")
         if update.report is None:
             return line
-        table = Text.from_ansi(_format_report(update.report, "table", self.options))
+        # cropped at the terminal's height: the worst run first
+        worst = sorted(
+            update.report.runs,
+            key=lambda run: -max((layer.severity for layer in run.layers), default=0.0),
+        )
+        shown = replace(update.report, runs=tuple(worst))
+        table = Text.from_ansi(_format_report(shown, "table", self.options))
         return Group(line, table)
 
     def _line(self, update: Update) -> None:
