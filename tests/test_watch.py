@@ -241,7 +241,8 @@ TRAINER = """
 import sys, time, torch
 from torch.utils.tensorboard import SummaryWriter
 from gradcheck.torch import log_gradients
-logdir, nan_step, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+logdir, nan_step, steps = (sys.argv[1:] or ["logs/run", "25", "2000"])[:3]
+nan_step, steps = int(nan_step), int(steps)
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -311,6 +312,29 @@ def test_watch_stops_a_diverging_training(tmp_path: Path) -> None:
     print(f"latency from the NaN step's flush to watch's exit: {latency:.2f} s "
           f"(interval {interval} s)")  # fmt: skip
     assert latency < 60  # generous: the target (two intervals) is measured in bench/watch.py
+
+
+def test_the_readme_recipe_stops_a_diverging_training(tmp_path: Path) -> None:
+    """The sidecar recipe of the README, run as written (``python`` and ``gradcheck`` on the
+    PATH are this interpreter and this checkout)."""
+    pytest.importorskip("torch")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    recipe = readme.split("<!-- watch-recipe:")[1].split("```sh\n")[1].split("```")[0]
+    (tmp_path / "train.py").write_text(TRAINER, encoding="utf-8")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, command in (("python", ""), ("gradcheck", " -m gradcheck")):
+        shim = bin_dir / name
+        shim.write_text(f'#!/bin/sh\nexec {sys.executable}{command} "$@"\n', encoding="utf-8")
+        shim.chmod(0o755)
+    environ = {**_environ(), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "-c", recipe], cwd=tmp_path, env=environ, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr  # the training was killed
+    assert f"nan at step {NAN_STEP}" in done.stderr
+    assert str(Path("logs") / "run") in done.stdout  # the report printed at the end
 
 
 # --- the live view, in a real terminal (tmux) --------------------------------------------------
