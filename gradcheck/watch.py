@@ -96,7 +96,7 @@ class Watcher:
         now = self.clock()
         if poll.new_bytes:
             self._last_data = now
-        report, waiting = self._report(poll)
+        report, waiting = self._report(poll, final)
         values = sum(part.values_read for parts in poll.parts for part in parts)
         rate = max(values - self._values, 0) / max(now - self._last_time, 1e-9)
         self._values, self._last_time = values, now
@@ -121,7 +121,7 @@ class Watcher:
             final=final,
         )
 
-    def _report(self, poll: Poll) -> tuple[Report | None, str]:
+    def _report(self, poll: Poll, final: bool) -> tuple[Report | None, str]:
         """The report on the poll's parts (runs whose parts did not change are not judged
         again), or None and why there is nothing to report yet."""
         if not poll.runs:
@@ -129,8 +129,8 @@ class Watcher:
         reports = []
         for run, parts in zip(poll.runs, poll.parts, strict=True):
             report = self._reports.get(run.path)
-            if report is None or run.path in poll.changed or report.files != run.files:
-                report = analyze_parts(run, parts, self.config, self.rules)
+            if report is None or run.path in poll.changed or final or report.files != run.files:
+                report = analyze_parts(run, parts, self.config, self.rules, not final)
                 self._reports[run.path] = report
             reports.append(report)
         for gone in set(self._reports) - {run.path for run in poll.runs}:

@@ -24,10 +24,17 @@ from pathlib import Path
 
 import pytest
 
+from gradcheck import __version__
 from gradcheck.engine import fastpath
-from gradcheck.pipeline import analyze
+from gradcheck.engine.parts import reduce_file
+from gradcheck.errors import InputError
+from gradcheck.events.steps import StepWindow
+from gradcheck.model import Report, Run
+from gradcheck.pipeline import analyze, analyze_parts, disagreements
 from gradcheck.report.json_format import report_document
 from gradcheck.status import ExitStatus
+from gradcheck.tags import DEFAULT_RULES
+from gradcheck.verdicts.config import DEFAULT_CONFIG
 from gradcheck.watch import Watcher
 from tests.test_cli import REPO, invoke
 
@@ -45,15 +52,24 @@ def document(report: object, root: Path) -> str:
     return json.dumps(report_document(report)).replace(str(root), "ROOT")  # type: ignore[arg-type]
 
 
-def analyze_cut(data: bytes, end: int, name: str, root: Path) -> str | None:
-    """``analyze``'s JSON on the first ``end`` bytes of a log (None: nothing to analyse)."""
+def analyze_cut(data: bytes, end: int, name: str, root: Path, open_end: bool = False) -> str | None:
+    """``analyze``'s JSON on the first ``end`` bytes of a log (None: nothing to analyse);
+    ``open_end``: judged as a log still being written (``RunContext.open_end``), the file
+    read whole by ``analyze``'s own reader and judged by its ``analyze_parts``."""
     shutil.rmtree(root, ignore_errors=True)
     (root / "run").mkdir(parents=True)
     (root / "run" / name).write_bytes(data[:end])
-    try:
-        return document(analyze([str(root)], jobs=1), root)
-    except Exception:  # noqa: BLE001 - analyze says "nothing to read": the watcher waits
+    if not open_end:
+        try:
+            return document(analyze([str(root)], jobs=1), root)
+        except InputError:  # "nothing to read": the watcher waits
+            return None
+    run = Run(str(root / "run"), (str(root / "run" / name),))
+    part = reduce_file(run.files[0], run.path, StepWindow())
+    if not part.values_kept:
         return None
+    judged = analyze_parts(run, [part], DEFAULT_CONFIG, DEFAULT_RULES, open_end=True)
+    return document(Report(__version__, (judged,), disagreements([judged])), root)
 
 
 @pytest.fixture(params=["c", "reference"])
@@ -77,6 +93,7 @@ def test_every_poll_is_analyze_of_the_log_so_far(run: str, engine: str, tmp_path
     watcher = Watcher([str(logs)])
     rng = random.Random(run)
     at = polls = halves = 0
+    onsets: dict[tuple[str, str], int] = {}
     while at < len(data):
         size = rng.randint(1, len(data) // 6)
         with target.open("ab") as stream:
@@ -87,9 +104,15 @@ def test_every_poll_is_analyze_of_the_log_so_far(run: str, engine: str, tmp_path
         end = update.bytes_read
         assert end <= at
         halves += end < at  # a record was cut: left for the next poll
-        expected = analyze_cut(data, end, source.name, cut)
+        expected = analyze_cut(data, end, source.name, cut, open_end=True)
         got = None if update.report is None else document(update.report, logs)
         assert got == expected, f"poll {polls} at byte {at} (read to {end})"
+        for run_report in update.report.runs if update.report is not None else ():
+            for layer in run_report.layers:  # no finding comes and goes, no onset moves
+                for verdict, step in layer.onsets.items():
+                    assert onsets.setdefault((layer.name, verdict), step) == step, layer.name
+                was_nan = (layer.name, "nan") in onsets
+                assert not was_nan or layer.verdict == "nan", (layer.name, layer.verdict)
     final = watcher.update(final=True)
     assert final.report is not None and final.bytes_read == len(data)
     assert document(final.report, logs) == document(analyze([str(logs)], jobs=1), logs)
@@ -168,7 +191,7 @@ def test_a_replaced_or_truncated_file_is_read_again_with_a_warning(
     update = watcher.update()
     assert [w for w in update.warnings if "shrank from" in w and "again from the start" in w]
     assert update.bytes_read < len(frozen) // 3
-    expected = analyze_cut(frozen, update.bytes_read, target.name, tmp_path / "cut")
+    expected = analyze_cut(frozen, update.bytes_read, target.name, tmp_path / "cut", True)
     assert update.report is not None and document(update.report, logs) == expected
     # the half-written record is damage once the training is over, as analyze reads it
     final = watcher.update(final=True)
