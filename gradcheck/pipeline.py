@@ -297,17 +297,24 @@ def _judged(item: tuple[Run, Sequence[FilePart]], config: Config, rules: TagRule
 
 
 def analyze_parts(
-    run: Run, parts: Sequence[FilePart], config: Config, rules: TagRules
+    run: Run, parts: Sequence[FilePart], config: Config, rules: TagRules, open_end: bool = False
 ) -> RunReport:
-    """Merge a run's per-file parts (in file order) and judge its parameters."""
-    return _judged_data(run, merge([part.data for part in parts]), parts, config, rules)
+    """Merge a run's per-file parts (in file order) and judge its parameters (``open_end``:
+    the log is still being written, see ``gradcheck.watch``)."""
+    data = merge([part.data for part in parts])
+    return _judged_data(run, data, parts, config, rules, open_end)
 
 
 def _judged_data(
-    run: Run, data: RunData, parts: Sequence[FilePart], config: Config, rules: TagRules
+    run: Run,
+    data: RunData,
+    parts: Sequence[FilePart],
+    config: Config,
+    rules: TagRules,
+    open_end: bool = False,
 ) -> RunReport:
     """The report on ``run``'s merged ``data`` (its ``parts``: whether any value was kept)."""
-    report = analyze_run(data, config, rules)
+    report = analyze_run(data, config, rules, open_end)
     warnings = report.warnings
     if not any(part.values_kept for part in parts):
         warnings += ("no histogram or scalar could be read in this run",)

@@ -94,6 +94,10 @@ class RunContext:
     steps_are_epochs: bool = False
     """The weights are logged at the steps of an ``epoch_*`` scalar (Keras' TensorBoard
     callback): a step is an epoch of many updates, not one update."""
+    open_end: bool = False
+    """The log is still being written (``gradcheck watch``): where a series ends now is not
+    where the training stopped, so the rules that read a log's end as the training's end
+    (series stopping as the loss turns NaN; gradients finite again after an overflow) wait."""
 
 
 def severity(verdict: Verdict, excess: float) -> float:
