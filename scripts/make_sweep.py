@@ -35,9 +35,7 @@ def train(log_dir: Path, lr: float, batch_size: int) -> None:
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(256, 8, generator=generator)
     y = torch.tanh(x @ torch.randn(8, 1, generator=generator)) * 3
-    model = torch.nn.Sequential(
-        torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)
-    )
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     writer = SummaryWriter(str(log_dir))
     hparam_values = {"lr": lr, "bs": batch_size, "optimizer": "sgd", "momentum": 0.9}

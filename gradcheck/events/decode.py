@@ -150,9 +150,7 @@ class EventDecoder:
         found = data.session_start_info.hparams
         values = [(name, hparam_value(found[name])) for name in sorted(found)]
         decoded.hparams.append(
-            HParamsRecord(
-                self.run, file, offset, tuple((n, v) for n, v in values if v is not None)
-            )
+            HParamsRecord(self.run, file, offset, tuple((n, v) for n, v in values if v is not None))
         )
 
     def _plugin_of(self, value: summary_pb2.Summary.Value, tag: str) -> str | None:
