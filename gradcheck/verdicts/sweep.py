@@ -101,7 +101,8 @@ def summarize(runs: Sequence[RunReport]) -> Sweep:
     }
     judged = [entry for entry in entries if entry.verdict != "unjudged"]
     relations = [rel for name in names for rel in relations_of(name, judged)]
-    relations.sort(key=lambda relation: relation.kind == "rates")  # clean splits first
+    # clean splits first, then by name, the split that holds the most runs first
+    relations.sort(key=lambda rel: (rel.kind == "rates", rel.hparam, -rel.groups[0].matching))
     return Sweep(
         runs=len(runs),
         counts=counts,
