@@ -11,7 +11,8 @@ A relation is stated only with its numbers. For each verdict among the runs' fla
 values: when they are exactly the runs at or above a value (at or below it, or with one value)
 the split is clean ("all 4 runs with lr >= 0.4 exploded; none of the 6 below did"). A
 hyperparameter without a clean split for any verdict gets the rate of runs with a finding per
-value (four values or fewer) or on each side of its best split.
+value (four values or fewer) or on each side of its best split. A text hyperparameter with a
+different value in every run (an id) relates to nothing.
 """
 
 from __future__ import annotations
@@ -140,6 +141,8 @@ def relations_of(name: str, runs: Sequence[SweepRun]) -> list[HParamRelation]:
     if len({_key(value) for value in values}) < 2:
         return []
     numeric = all(_is_number(value) for value in values)
+    if not numeric and len({_key(value) for value in values}) == len(values):
+        return []  # a text value per run: a name or an id, not a setting
     found: list[HParamRelation] = []
     seen: list[list[bool]] = []
     for verdict in [*(v for v in VERDICTS if v != "ok"), FINDING]:
