@@ -32,7 +32,7 @@ from gradcheck.report.interface import Env
 from gradcheck.series.reduce import reduce_records
 from gradcheck.status import ExitStatus
 from gradcheck.verdicts.run_names import name_components, name_hparams
-from gradcheck.verdicts.sweep import AUTO_HPARAM_RUNS, looks_like_sweep, summarize
+from gradcheck.verdicts.sweep import AUTO_HPARAM_RUNS, looks_like_sweep, relations_of, summarize
 from tests import eventfiles as ef
 from tests.test_docs import ROOT, check_block, normalise, run_gradcheck
 from tests.test_hostile_names import assert_terminal_safe, rendered_markdown
@@ -418,3 +418,25 @@ def _has_plotly() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_the_best_split_of_a_hyperparameter_without_a_clean_one() -> None:
+    """Six values, findings at 3, 5 and 6: no clean split; the best threshold (fewest runs on
+    the wrong side, the lowest of a tie) is 3. A NaN value takes no part."""
+    from gradcheck.model import SweepRun
+
+    def run(lr: float, finding: bool) -> SweepRun:
+        return SweepRun(run=f"r{lr}", verdict="exploding" if finding else "ok",
+                        flags=("exploding",) if finding else (), findings=int(finding),
+                        worst=None, first_bad_step=None, severity=0.0,
+                        hparams={"lr": lr})  # fmt: skip
+
+    marks = (False, False, True, False, True, True)
+    runs = [run(float(lr), mark) for lr, mark in zip(range(1, 7), marks, strict=True)]
+    runs.append(run(float("nan"), True))
+    (relation,) = relations_of("lr", runs)
+    assert (relation.kind, relation.threshold) == ("rates", 3.0)
+    assert [(g.label, g.runs, g.matching) for g in relation.groups] == [
+        (">= 3", 4, 3), ("< 3", 2, 0),
+    ]  # fmt: skip
+    assert relation.text == "3 of 4 runs with lr >= 3 had a finding; 0 of the 2 below"
