@@ -47,6 +47,16 @@ def sweep_report() -> Report:
     return analyze([str(SWEEP)], jobs=1)
 
 
+def session_start(values: dict[str, object]) -> list[object]:
+    """The HParams plugin's ``session_start_info`` values as tensorboardX writes them (what
+    ``SummaryWriter.add_hparams`` logs), as tensorboard protobufs for ``tests.eventfiles``."""
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboardX.summary import hparams
+
+    _, start, _ = hparams(values, {})
+    return list(summary_pb2.Summary.FromString(start.SerializeToString()).value)
+
+
 def invoke(*args: str) -> Result:
     return CliRunner().invoke(
         cli.cli, list(args), prog_name="gradcheck", obj=Env(width=1000), catch_exceptions=False
@@ -100,13 +110,10 @@ def test_the_sweep_report_is_the_same_with_either_engine(
 
 def test_hyperparameters_of_a_run_merge_across_its_files(tmp_path: Path) -> None:
     """A later file's value wins; names only in the earlier file stay."""
-    from torch.utils.tensorboard.summary import hparams
-
     run = tmp_path / "run"
     for number, values in enumerate(({"lr": 0.1, "seed": 1}, {"lr": 0.2})):
-        _, start, _ = hparams(values, {})
         histo = ef.histo_of("weights/w", np.arange(8.0) * (number + 1))
-        events = [ef.file_version(), ef.summary_event(0, list(start.value))]
+        events = [ef.file_version(), ef.summary_event(0, session_start(values))]
         events.append(ef.summary_event(number + 1, [histo]))
         ef.write_events(run / f"events.out.tfevents.{number}.host.1.0", events)
     (only,) = analyze([str(run)], jobs=1).runs
@@ -360,18 +367,16 @@ HOSTILE_VALUES = ('=HYPERLINK("https://evil.example")', "<script>\x1b]0;owned\x0
 
 @pytest.fixture(scope="module")
 def hostile_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Six runs (tensorboard's writer; the HParams data from torch's ``hparams``) whose
-    hyperparameter names and values and directory names carry escapes, markup and formulas;
-    the runs with the first value have a static parameter (a relation quotes the value)."""
-    from torch.utils.tensorboard.summary import hparams
-
+    """Six runs (tensorboard's writer; the HParams data from tensorboardX's ``hparams``)
+    whose hyperparameter names and values and directory names carry escapes, markup and
+    formulas; the runs with the first value have a static parameter (a relation quotes it)."""
     root = tmp_path_factory.mktemp("hostile_sweep")
     rng = np.random.default_rng(0)
     for number in range(6):
         value = HOSTILE_VALUES[number % 2]
-        _, start, _ = hparams({HOSTILE_NAME: value, "step\u202esize": float(number)}, {})
+        start = session_start({HOSTILE_NAME: value, "step\u202esize": float(number)})
         frozen = rng.normal(size=32)
-        events = [ef.file_version(), ef.summary_event(0, list(start.value))]
+        events = [ef.file_version(), ef.summary_event(0, start)]
         for step in range(6):
             moving = ef.histo_of("mover", rng.normal(size=32) * (1 + step))
             still = ef.histo_of("still", frozen if number % 2 == 0 else rng.normal(size=32))
