@@ -308,6 +308,12 @@ def cli() -> None:
 @click.option("--all", "show_all", is_flag=True, help="List every parameter, healthy ones too.")
 @click.option("--layer", metavar="GLOB", help="Only parameters whose name or tag matches GLOB.")
 @click.option("--run", "run_glob", metavar="GLOB", help="Only runs whose path matches GLOB.")
+@click.option(
+    "--sweep/--no-sweep",
+    default=None,
+    help="Show the sweep view above the runs (default: for 6+ runs with hyperparameters, "
+    "or 12+ runs).",
+)
 @steps_option
 @config_option
 @pattern_options
@@ -325,6 +331,7 @@ def analyze(
     show_all: bool,
     layer: str | None,
     run_glob: str | None,
+    sweep: bool | None,
     steps: str | None,
     config_path: str | None,
     grad_pattern: str | None,
@@ -356,6 +363,7 @@ def analyze(
             progress=progress,
             jobs=jobs,
             workers=workers,
+            sweep=sweep,
         )
     options = FormatOptions(top=top, show_all=show_all, fail_on=failing)
     stdout_options = replace(options, env=env) if output is None else options

@@ -32,6 +32,7 @@ from gradcheck.model import (
     Run,
     RunData,
     RunReport,
+    Sweep,
 )
 from gradcheck.series.merge import merge
 from gradcheck.tags import DEFAULT_RULES, TagRules
@@ -53,11 +54,14 @@ def analyze(
     progress: ProgressCallback | None = None,
     jobs: int | None = None,
     workers: Workers | None = None,
+    sweep: bool | None = None,
 ) -> Report:
     """Analyse the event files under ``paths`` and return the report of every run.
 
     ``jobs``: processes reading files in parallel (None: one per CPU; 1: no pool);
     ``workers``: where the work runs instead (a Dask cluster's, see ``engine.cluster``).
+    ``sweep``: whether the report carries the sweep view (None: when the runs look like a
+    sweep, :func:`gradcheck.verdicts.sweep.looks_like_sweep`).
 
     Raises ``InputError`` for a missing path, no event file, no run or parameter matching the
     globs, or when no histogram or scalar can be read at all (exit status 2 in the CLI).
@@ -74,11 +78,22 @@ def analyze(
             parts_by_run = read_runs(runs, window, progress, chosen)
             _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
             reports = judge_runs(runs, parts_by_run, config, rules, chosen)
+    shown = tuple(filter_layers(reports, layer_glob))
     return Report(
         version=__version__,
-        runs=tuple(filter_layers(reports, layer_glob)),
+        runs=shown,
         warnings=disagreements(reports),
+        sweep=sweep_view(shown, sweep),
     )
+
+
+def sweep_view(reports: Sequence[RunReport], wanted: bool | None) -> Sweep | None:
+    """The sweep of ``reports`` when ``wanted`` (None: when they look like a sweep)."""
+    from gradcheck.verdicts.sweep import looks_like_sweep, summarize
+
+    if wanted is False or (wanted is None and not looks_like_sweep(reports)):
+        return None
+    return summarize(reports)
 
 
 MAX_DISAGREEMENTS = 3
