@@ -8,13 +8,13 @@ removing one increments ``SCHEMA_VERSION``.
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Mapping
 from typing import Any
 
 from gradcheck.model import ClipInfo, HParamValue, LayerResult, Report, RunReport, Sweep
+from gradcheck.report import json_text
 from gradcheck.report.interface import Formatter
 from gradcheck.report.view import verdict_counts
 
@@ -25,10 +25,7 @@ class JsonFormatter(Formatter):
     """One JSON document (indented, UTF-8 text, trailing newline)."""
 
     def format(self, report: Report) -> str:
-        return (
-            json.dumps(report_document(report), indent=2, ensure_ascii=False, allow_nan=False)
-            + "\n"
-        )
+        return json_text.dumps(report_document(report)) + "\n"
 
 
 def report_document(report: Report) -> dict[str, Any]:
@@ -153,6 +150,8 @@ def clipping_document(clip: ClipInfo) -> dict[str, Any]:
 
 def finite(value: float | int | None) -> float | int | None:
     """``value`` as a JSON number, ``None`` for NaN/inf/absent (numpy scalars made plain)."""
+    if type(value) is float:  # most values: a plain float
+        return value if math.isfinite(value) else None
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, numbers.Integral):  # int and numpy integers
