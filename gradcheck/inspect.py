@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gradcheck.engine import fastpath
+from gradcheck.engine.fastpath import ValueGroups
 from gradcheck.events.discover import discover
 from gradcheck.events.reader import element_count, read_run, series_name
 from gradcheck.model import (
@@ -102,25 +104,52 @@ class InspectReport:
 
 
 def inspect_paths(paths: Sequence[str], rules: TagRules | None = None) -> InspectReport:
-    """Inspect the runs under ``paths``; ``InputError`` when none is found."""
+    """Inspect the runs under ``paths``; ``InputError`` when none is found.
+
+    With the C engine, values are counted per series and batch as the scanner reads them
+    (``fastpath.census_run``); else, and as the reference, from the reader's records.
+    """
     runs = discover(list(paths))
-    return inspect_records((record for run in runs for record in read_run(run)), rules)
+    if not fastpath.available():
+        return inspect_records((record for run in runs for record in read_run(run)), rules)
+    tally = _Tally()
+    for run in runs:
+        fastpath.census_run(run, tally)
+    return tally.report(rules)
 
 
 def inspect_records(records: Iterable[Record], rules: TagRules | None = None) -> InspectReport:
     """Summarise a record stream (as ``gradcheck.read`` yields it) by run, file and tag."""
-    runs: dict[str, _RunTally] = {}
+    tally = _Tally()
     for record in records:
-        run = runs.get(record.run)
+        tally.add(record)
+    return tally.report(rules)
+
+
+class _Tally:
+    """The runs seen so far, in order (a ``fastpath.Census``)."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, _RunTally] = {}
+
+    def run(self, path: str) -> _RunTally:
+        run = self.runs.get(path)
         if run is None:
-            run = runs[record.run] = _RunTally()
+            run = self.runs[path] = _RunTally()
+        return run
+
+    def add(self, record: Record) -> None:
+        run = self.run(record.run)
         if isinstance(record, Notice):
             run.notices.append(record)
-        elif isinstance(record, HParamsRecord):
-            continue  # hyperparameters: the sweep view's, not a tag's
-        else:
+        elif not isinstance(record, HParamsRecord):  # hyperparameters: the sweep view's
             run.file(record.file).add(record)
-    return InspectReport(tuple(run.summary(path, rules) for path, run in runs.items()))
+
+    def add_values(self, run: str, file: str, values: ValueGroups) -> None:
+        self.run(run).file(file).add_values(values)
+
+    def report(self, rules: TagRules | None) -> InspectReport:
+        return InspectReport(tuple(run.summary(path, rules) for path, run in self.runs.items()))
 
 
 @dataclass
@@ -163,6 +192,26 @@ class _FileTally:
             count = element_count(record)
             if count is not None:
                 tally.element_counts.add(count)
+
+    def add_values(self, values: ValueGroups) -> None:
+        """A batch of values counted per series (the same tally as ``add`` of each)."""
+        tallies = []
+        for key, encoding, first, last, count in zip(
+            values.series, values.encodings, values.first_steps, values.last_steps,
+            values.counts, strict=True,
+        ):  # fmt: skip
+            tally = self.tags.get(key)
+            if tally is None:
+                tally = self.tags[key] = _TagTally(encoding, first, last, count)
+            else:
+                tally.first_step = min(tally.first_step, first)
+                tally.last_step = max(tally.last_step, last)
+                tally.count += count
+            tallies.append(tally)
+        for group, size in values.element_counts:
+            sizes = tallies[group].element_counts
+            if len(sizes) < MAX_ELEMENT_COUNTS:
+                sizes.add(size)
 
     def summary(self, path: str, rules: TagRules | None) -> FileSummary:
         """The file's summary; a stream without its ``FileInfo`` gives zeros there."""

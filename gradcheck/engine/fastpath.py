@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from gradcheck.model import (
     HistogramRecord,
     Notice,
     Record,
+    Run,
     RunData,
     ScalarRecord,
     SeriesKey,
@@ -156,12 +157,13 @@ class _RangeReader:
         window: StepWindow,
         keep_unknown: bool,
         assumed: Mapping[str, str] | None = None,
+        state: _ScannerState | None = None,
     ) -> None:
         self.path = path
         self.run = run
         self.window = window
         self.keep_unknown = keep_unknown
-        self.state = _ScannerState(run, keep_unknown)
+        self.state = state or _ScannerState(run, keep_unknown)  # given: carried across files
         self.assumed = dict(assumed or {})
         self.state.decoder.plugin_by_tag.update(self.assumed)
         self.reducer = Reducer()
@@ -190,7 +192,7 @@ class _RangeReader:
             window.base = start
             self._scan(window, 0, limit)
         except OSError as error:
-            self.reducer.add(unreadable(self.run, self.path, window.base, error))
+            self._add_record(unreadable(self.run, self.path, window.base, error))
 
     def _scan(self, window: Window, pos: int, limit: int) -> None:
         scanner = self.state.scanner
@@ -221,7 +223,7 @@ class _RangeReader:
                         self._reference(item)
                         self.end = item.offset + FRAMING_BYTES + len(item.payload)
                     else:
-                        self.reducer.add(frame_damage(self.run, self.path, item))
+                        self._add_record(frame_damage(self.run, self.path, item))
                 if pos >= 0:
                     self.end = window.base + pos
 
@@ -659,6 +661,140 @@ class _PluginReader(_RangeReader):
 
     def _add_record(self, record: Record) -> None:
         pass
+
+
+# --------------------------------------------------------------------------------------------
+# A census: what the files of a run hold, per series, without statistics (``gradcheck inspect``)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ValueGroups:
+    """One batch of scanned values, grouped by series in order of first appearance.
+
+    ``series[i]`` is ``(tag, index, histogram)`` (index 0 for scalars, as ``gradcheck.inspect``
+    keys them); ``encodings[i]`` is the encoding of the group's first value, then its smallest
+    and largest step and how many values it holds. ``element_counts`` holds ``(i, count)`` for
+    each distinct ``reader.element_count`` of a group's histograms (None ones left out), in
+    order of first appearance.
+    """
+
+    series: list[tuple[str, int, bool]]
+    encodings: list[str]
+    first_steps: list[int]
+    last_steps: list[int]
+    counts: list[int]
+    element_counts: list[tuple[int, int]]
+
+
+class Census(Protocol):
+    """What :func:`census_run` tells, in the order ``reader.read_run`` would yield it."""
+
+    def add(self, record: Record) -> None:
+        """A damage, a notice, a value the reference decoder read, or a file's ``FileInfo``."""
+
+    def add_values(self, run: str, file: str, values: ValueGroups) -> None:
+        """A batch of values the scanner read from ``file`` (no object per value)."""
+
+
+def census_run(run: Run, census: Census) -> None:
+    """Tell ``census`` what ``run``'s files hold, as ``reader.read_run(run)`` would (state
+    carried across the files), but with values counted per series and batch by the scanner."""
+    state = _ScannerState(run.path, keep_unknown=False)
+    for path in run.files:
+        reader = _CensusReader(path, run.path, StepWindow(), False, state=state)
+        reader.census = census
+        try:
+            size = file_size(path)
+            stream = open_binary(path)
+        except OSError as error:
+            census.add(unreadable(run.path, path, 0, error))
+            census.add(FileInfo(run.path, path, 0, 0, 0, None))
+            continue
+        with stream:
+            reader.read_range(stream, 0, -1)
+        reader._take_tally()
+        for tag, step, counts in state.scanner.take_collisions():
+            census.add(collision_notice(run.path, path, tag, step, counts))
+        tally = reader.tally
+        writer = guess_writer(path, tally)
+        census.add(FileInfo(run.path, path, size, tally.records, tally.events, writer))
+
+
+class _CensusReader(_RangeReader):
+    """A range reader that counts values per series for a :class:`Census`: no statistics
+    and no series are built (``reducer`` stays empty)."""
+
+    census: Census
+
+    def _add_record(self, record: Record) -> None:
+        self.census.add(record)
+
+    def _consume(self, rows: int) -> None:
+        c = self.columns
+        tags = self.state.scanner.tags
+        if c.flags[:rows].any():
+            for i in np.flatnonzero(c.flags[:rows] & _FLAG_RESTART).tolist():
+                tag = tags[c.tag_ids[i]]
+                self.census.add(
+                    restart_notice(self.run, self.path, tag, int(c.aux[i]), int(c.steps[i]))
+                )
+        self.census.add_values(self.run, self.path, _value_groups(c, rows, tags))
+
+
+_ENCODING_OF_KIND = ("histo", "tensor", "simple_value", "tensor")
+
+
+def _value_groups(c: _Columns, rows: int, tags: list[str]) -> ValueGroups:
+    """The batch's values grouped by series (see :class:`ValueGroups`)."""
+    kinds = c.kinds[:rows]
+    histogram = kinds < _K_SIMPLE
+    indexes = np.where(histogram, c.indexes[:rows].astype(np.int64) + 1, 0)  # scalars: 0
+    keys = c.tag_ids[:rows].astype(np.int64) << 32 | indexes
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    order = np.argsort(first, kind="stable")  # groups in order of first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    groups = rank[inverse]  # each row's group, numbered by first appearance
+    by_group = np.argsort(groups, kind="stable")
+    counts = np.bincount(groups, minlength=order.size)
+    starts = np.cumsum(counts) - counts
+    steps = c.steps[:rows][by_group]
+    heads = first[order]
+    histogram_heads = histogram[heads].tolist()
+    series = [
+        (tags[tag_id], index if is_histogram else 0, is_histogram)
+        for tag_id, index, is_histogram in zip(
+            c.tag_ids[heads].tolist(), c.indexes[heads].tolist(), histogram_heads, strict=True
+        )
+    ]
+    return ValueGroups(
+        series=series,
+        encodings=[_ENCODING_OF_KIND[kind] for kind in kinds[heads].tolist()],
+        first_steps=np.minimum.reduceat(steps, starts).tolist(),
+        last_steps=np.maximum.reduceat(steps, starts).tolist(),
+        counts=counts.tolist(),
+        element_counts=_element_counts(c.values[:rows], groups, histogram),
+    )
+
+
+def _element_counts(
+    totals: np.ndarray, groups: np.ndarray, histogram: np.ndarray
+) -> list[tuple[int, int]]:
+    """``(group, count)`` for each distinct finite histogram total of each group, in order of
+    first appearance (``reader.element_count``: the total as an int)."""
+    rows = np.flatnonzero(histogram & np.isfinite(totals))
+    if not rows.size:
+        return []
+    pairs = np.stack([groups[rows].astype(np.float64), totals[rows]], axis=1)
+    _, first = np.unique(pairs, axis=0, return_index=True)
+    first.sort()
+    at = rows[first]
+    return [
+        (group, int(total))
+        for group, total in zip(groups[at].tolist(), totals[at].tolist(), strict=True)
+    ]
 
 
 SPLIT_SEARCH = 8 << 20  # bytes searched after a cut for a step boundary

@@ -1094,16 +1094,15 @@ typedef struct {
 
 enum { FLAG_RESTART = 1, FLAG_PENDING = 2 };
 
-static PyObject *tag_count(const Value *v)
+/* How many values a histogram summarises, before ``element_count`` makes it an int: ``num``
+ * of a HistogramProto, else the bucket counts' total (numpy's pairwise sum). */
+static double histogram_total(const Value *v)
 {
-    double total;
     if (v->row_kind == K_HISTO)
-        total = v->hfields[2];
-    else if (v->dtype == DT_DOUBLE)
-        total = pairwise_sum(v->content.p + 16, (Py_ssize_t)v->dim0, 24);
-    else
-        total = pairwise_sum_f32(v->content.p + 8, (Py_ssize_t)v->dim0, 12);
-    return count_object(total);
+        return v->hfields[2];
+    if (v->dtype == DT_DOUBLE)
+        return pairwise_sum(v->content.p + 16, (Py_ssize_t)v->dim0, 24);
+    return pairwise_sum_f32(v->content.p + 8, (Py_ssize_t)v->dim0, 12);
 }
 
 static void copy_data(const Value *v, double *out)
@@ -1174,8 +1173,9 @@ static int commit_event(Scanner *s, Event *e, int64_t offset, Out *out, Py_ssize
             continue;
         Tag *t = &s->tags[v->tag_id];
         int histogram = v->row_kind == K_HISTO || v->row_kind == K_TENSOR_HIST;
+        double total = histogram ? histogram_total(v) : 0.0;
         PyObject *count = NULL;
-        if (histogram && !(count = tag_count(v)))
+        if (histogram && !(count = count_object(total)))
             return -1;
         int restart = 0, error = 0;
         int64_t restart_from = 0;
@@ -1193,7 +1193,7 @@ static int commit_event(Scanner *s, Event *e, int64_t offset, Out *out, Py_ssize
         out->aux[r] = restart_from;
         out->values[r] = v->row_kind == K_SIMPLE ? (double)v->simple
                          : v->row_kind == K_TENSOR_SCALAR ? scalar_tensor_value(v)
-                                                          : 0.0;
+                                                          : total; /* a histogram's */
         out->starts[r] = *data;
         out->sizes[r] = 0;
         for (int j = 0; j < 5; j++)
@@ -1272,7 +1272,9 @@ PyDoc_STRVAR(scan_doc,
 "Read the records of ``buffer`` from index ``pos`` (file offset ``base + pos``) into the\n"
 "columns, until they are full (stop 0), the buffer ends before a complete record (1, with the\n"
 "bytes ``needed`` from ``pos``), a record is damaged (2) or is for the reference decoder (3),\n"
-"or a record starts at or after file offset ``limit`` (4; -1 for no limit).");
+"or a record starts at or after file offset ``limit`` (4; -1 for no limit). The ``values``\n"
+"column holds a scalar's value, or how many values a histogram summarises (``num``, else the\n"
+"bucket total: ``reader.element_count`` before its int).");
 
 static PyObject *Scanner_scan(Scanner *s, PyObject *args)
 {
