@@ -163,7 +163,8 @@ class _RangeReader:
         self.run = run
         self.window = window
         self.keep_unknown = keep_unknown
-        self.state = state or _ScannerState(run, keep_unknown)  # given: carried across files
+        # a state given is carried across files (the files of a run, as ``reader.read_run``)
+        self.state = state if state is not None else _ScannerState(run, keep_unknown)
         self.assumed = dict(assumed or {})
         self.state.decoder.plugin_by_tag.update(self.assumed)
         self.reducer = Reducer()
@@ -702,8 +703,7 @@ def census_run(run: Run, census: Census) -> None:
     carried across the files), but with values counted per series and batch by the scanner."""
     state = _ScannerState(run.path, keep_unknown=False)
     for path in run.files:
-        reader = _CensusReader(path, run.path, StepWindow(), False, state=state)
-        reader.census = census
+        reader = _CensusReader(path, run.path, state, census)
         try:
             size = file_size(path)
             stream = open_binary(path)
@@ -725,7 +725,9 @@ class _CensusReader(_RangeReader):
     """A range reader that counts values per series for a :class:`Census`: no statistics
     and no series are built (``reducer`` stays empty)."""
 
-    census: Census
+    def __init__(self, path: str, run: str, state: _ScannerState, census: Census) -> None:
+        super().__init__(path, run, StepWindow(), keep_unknown=False, state=state)
+        self.census = census
 
     def _add_record(self, record: Record) -> None:
         self.census.add(record)
@@ -762,13 +764,13 @@ def _value_groups(c: _Columns, rows: int, tags: list[str]) -> ValueGroups:
     starts = np.cumsum(counts) - counts
     steps = c.steps[:rows][by_group]
     heads = first[order]
-    histogram_heads = histogram[heads].tolist()
     series = [
         (tags[tag_id], index if is_histogram else 0, is_histogram)
         for tag_id, index, is_histogram in zip(
-            c.tag_ids[heads].tolist(), c.indexes[heads].tolist(), histogram_heads, strict=True
+            c.tag_ids[heads].tolist(), c.indexes[heads].tolist(), histogram[heads].tolist(),
+            strict=True,
         )
-    ]
+    ]  # fmt: skip
     return ValueGroups(
         series=series,
         encodings=[_ENCODING_OF_KIND[kind] for kind in kinds[heads].tolist()],
