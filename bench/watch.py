@@ -118,7 +118,7 @@ def measure(seconds: float, rate: float, parameters: int, interval: float, folde
     writer.wait()
     time.sleep(3 * interval)  # the last steps reach watch
     steady_to, end_cpu = time.time(), _cpu_seconds(watch.pid)
-    watch.send_signal(signal.SIGINT)
+    watch.send_signal(signal.SIGTERM)  # SIGINT: ignored in a background job
     watch.wait(timeout=60)
     readers[0].join(timeout=10)
     flushed = {int(line.split()[1]): float(line.split()[2]) for _, line in flushes}

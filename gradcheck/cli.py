@@ -582,6 +582,8 @@ class _WatchView:
                 if update is not None:
                     self._finish(update, "interrupted")
                 raise
+            except _ReaderGone:  # nobody reads the updates any more: not an error
+                return ExitStatus.OK
 
     def _idle(self, update: Update) -> ExitStatus:
         self._finish(update, "idle")
@@ -666,11 +668,19 @@ class _WatchView:
             _emit_flushed(_format_report(update.report, "table", self.options))
 
 
+class _ReaderGone(Exception):
+    """stdout's reader went away (``gradcheck watch --format json | head -1``): stop."""
+
+
 def _emit_flushed(text: str) -> None:
     """:func:`_emit` to stdout, flushed (a reader of the pipe sees each line at once)."""
-    _emit(text, None)
-    with suppress(OSError):
+    try:
+        sys.stdout.write(text)
         sys.stdout.flush()
+    except BrokenPipeError:
+        raise _ReaderGone from None
+    except OSError as error:  # e.g. a full disk: not a bug, and not a traceback
+        raise InputError(f"cannot write the report: {error.strerror or error}") from None
 
 
 def _format_comparison(comparison: Comparison, format_name: str, options: FormatOptions) -> str:

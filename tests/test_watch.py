@@ -413,3 +413,42 @@ def test_the_live_view_redraws_and_ctrl_c_prints_the_last_report(tmp_path: Path)
         assert "0.weight: nan: gradient non-finite from step 56" in printed
     finally:
         subprocess.run([tmux, "-S", socket, "kill-server"], check=False)
+
+
+def _default_sigint() -> None:
+    """Ctrl-C as a terminal delivers it (a background job would start with SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_ctrl_c_prints_the_last_report_and_exits_130() -> None:
+    watch = subprocess.Popen(
+        _gradcheck("watch", str(SAMPLES / "torch_frozen"), "--format", "json", "--interval",
+                   "0.2"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environ(), text=True,
+        preexec_fn=_default_sigint,
+    )  # fmt: skip
+    assert watch.stdout is not None
+    first = json.loads(watch.stdout.readline())  # the first update is out: it is watching
+    assert first["update"] == 1 and first["runs"] == 1
+    watch.send_signal(signal.SIGINT)
+    rest, err = watch.communicate(timeout=60)
+    assert watch.returncode == ExitStatus.INTERRUPTED, err
+    assert err.endswith("gradcheck: interrupted\n")
+    last = json.loads(rest.splitlines()[-1])
+    assert last["final"] is True and last["exit"] == "interrupted"
+    assert last["report"]["runs"][0]["counts"]["static"] == 4
+
+
+def test_watch_stops_when_nobody_reads_its_lines(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    shutil.copy(event_file("torch_frozen"), tmp_path / "a")
+    watch = subprocess.Popen(
+        _gradcheck("watch", str(tmp_path), "--format", "json", "--interval", "0.05"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environ(),
+    )  # fmt: skip
+    assert watch.stdout is not None
+    watch.stdout.readline()
+    watch.stdout.close()  # as `| head -1` does
+    (tmp_path / "b").mkdir()
+    shutil.copy(event_file("torch_clipped"), tmp_path / "b")  # new data: a line to write
+    assert watch.wait(timeout=60) == ExitStatus.OK
