@@ -54,9 +54,10 @@ def _histogram(scale: float) -> encode.TorchHistogram:
     )
 
 
-def write(folder: Path, rate: float, parameters: int, seconds: float) -> None:
+def write(folder: Path, rate: float, parameters: int, seconds: float, nan_at: int = -1) -> None:
     """The writer (a child process): one step of ``2 * parameters`` histograms every
-    ``2 * parameters / rate`` seconds, flushed, then ``step <n> <time>`` on stdout."""
+    ``2 * parameters / rate`` seconds, flushed, then ``step <n> <time>`` on stdout; from step
+    ``nan_at`` on (if not -1) the gradients are NaN."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"events.out.tfevents.{int(time.time())}.benchhost.{os.getpid()}.0"
     period = 2 * parameters / rate
@@ -69,6 +70,8 @@ def write(folder: Path, rate: float, parameters: int, seconds: float) -> None:
             for number in range(parameters):
                 weight = _histogram(0.1 * (1 + number / parameters) * (1 + 0.001 * step))
                 grad = _histogram(0.01 * (1 + 0.02 * ((number + 31 * step) % 17)))
+                if 0 <= nan_at <= step:
+                    grad = _histogram(float("nan"))
                 tag = f"layer{number}.weight"
                 stream.write(encode.frame(encode.histo_event(tag, wall, step, weight)))
                 stream.write(encode.frame(encode.histo_event(f"{tag}.grad", wall, step, grad)))
@@ -91,19 +94,44 @@ def _lines(stream: object, into: list[tuple[float, str]]) -> None:
         into.append((time.time(), line))
 
 
-def measure(seconds: float, rate: float, parameters: int, interval: float, folder: Path) -> dict:
+def _start(
+    folder: Path, rate: float, parameters: int, interval: float, seconds: float, nan_at: int = -1
+) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
+    """``gradcheck watch`` on ``folder`` (with the default --fail-on when ``nan_at`` is set),
+    then the writer."""
     environ = {**os.environ, "PYTHONPATH": str(REPO)}
+    fail_on = ["--fail-on", "none"] if nan_at < 0 else []
     watch = subprocess.Popen(
         [sys.executable, "-m", "gradcheck", "watch", str(folder), "--interval", str(interval),
-         "--format", "json", "--fail-on", "none"],
-        stdout=subprocess.PIPE, text=True, env=environ,
+         "--format", "json", *fail_on],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=environ,
     )  # fmt: skip
-    watch_started = time.time()
     writer = subprocess.Popen(
         [sys.executable, __file__, "--write", str(folder / "run"), "--rate", str(rate),
-         "--parameters", str(parameters), "--seconds", str(seconds)],
+         "--parameters", str(parameters), "--seconds", str(seconds), "--nan-at", str(nan_at)],
         stdout=subprocess.PIPE, text=True, env=environ,
     )  # fmt: skip
+    return watch, writer
+
+
+def exit_latency(rate: float, parameters: int, interval: float, nan_at: int) -> float:
+    """Seconds from the flush of the first NaN step to the end of ``gradcheck watch``."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="gradcheck-watch-bench-") as folder:
+        watch, writer = _start(Path(folder), rate, parameters, interval, 600.0, nan_at)
+        watch.communicate(timeout=600)
+        ended = time.time()
+        writer.terminate()
+        printed, _ = writer.communicate(timeout=60)
+    flushed = {int(line.split()[1]): float(line.split()[2]) for line in printed.splitlines()}
+    assert watch.returncode == 1, watch.returncode
+    return ended - flushed[nan_at]
+
+
+def measure(seconds: float, rate: float, parameters: int, interval: float, folder: Path) -> dict:
+    watch_started = time.time()
+    watch, writer = _start(folder, rate, parameters, interval, seconds)
     updates: list[tuple[float, str]] = []
     flushes: list[tuple[float, str]] = []
     readers = [
@@ -125,9 +153,7 @@ def measure(seconds: float, rate: float, parameters: int, interval: float, folde
     seen = [(arrived, json.loads(line)) for arrived, line in updates]
     latencies = []
     for step, at in sorted(flushed.items()):
-        arrival = next(
-            (t for t, update in seen if (update.get("newest_step") or -1) >= step), None
-        )
+        arrival = next((t for t, update in seen if (update.get("newest_step") or -1) >= step), None)
         if arrival is not None:
             latencies.append(arrival - at)
     lat = np.array(latencies)
@@ -155,16 +181,25 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="histograms a second")
     parser.add_argument("--parameters", type=int, default=10)
     parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument("--exits", type=int, default=3, help="trainings stopped at a NaN")
     parser.add_argument("--json", metavar="FILE", help="also write the figures to FILE")
     parser.add_argument("--write", metavar="FOLDER", help=argparse.SUPPRESS)  # the writer
+    parser.add_argument("--nan-at", type=int, default=-1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.write:
-        write(Path(args.write), args.rate, args.parameters, args.seconds)
+        write(Path(args.write), args.rate, args.parameters, args.seconds, args.nan_at)
         return 0
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="gradcheck-watch-bench-") as folder:
         result = measure(args.seconds, args.rate, args.parameters, args.interval, Path(folder))
+    nan_at = int(10 * args.rate / (2 * args.parameters))  # 10 s into the training
+    exits = [
+        exit_latency(args.rate, args.parameters, args.interval, nan_at) for _ in range(args.exits)
+    ]
+    if exits:
+        result["exit_latency_median"] = float(np.median(exits))
+        result["exit_latency_max"] = float(max(exits))
     for key, value in result.items():
         print(f"{key:>24}: {value:.4g}" if isinstance(value, float) else f"{key:>24}: {value}")
     if args.json:

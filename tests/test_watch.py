@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gradcheck import __version__
@@ -36,6 +37,8 @@ from gradcheck.status import ExitStatus
 from gradcheck.tags import DEFAULT_RULES
 from gradcheck.verdicts.config import DEFAULT_CONFIG
 from gradcheck.watch import Watcher
+from tests import eventfiles as ef
+from tests.synthetic_runs import nan_histo
 from tests.test_cli import REPO, invoke
 
 SAMPLES = REPO / "sample_runs"
@@ -452,3 +455,55 @@ def test_watch_stops_when_nobody_reads_its_lines(tmp_path: Path) -> None:
     (tmp_path / "b").mkdir()
     shutil.copy(event_file("torch_clipped"), tmp_path / "b")  # new data: a line to write
     assert watch.wait(timeout=60) == ExitStatus.OK
+
+
+# --- the open end: gradients non-finite at the newest step -------------------------------------
+
+
+def _skipping_run(bad_steps: set[int], steps: int) -> list[bytes]:
+    """Per step, the payload of a run whose gradients are NaN at ``bad_steps`` while the
+    weights and the loss stay finite (as dynamic loss scaling leaves a skipped step)."""
+    rng = np.random.default_rng(0)
+    weights = rng.normal(0, 0.3, 256)
+    payloads = [ef.file_version().SerializeToString()]
+    for step in range(steps):
+        gradient = rng.normal(0, 0.1, 256)
+        values = [ef.histo_of("weights/fc.weight", weights)]
+        if step in bad_steps:
+            values.append(nan_histo("gradients/fc.weight", 256))
+        else:
+            values.append(ef.histo_of("gradients/fc.weight", gradient))
+            weights = weights - 0.01 * gradient
+        values.append(ef.simple_scalar("loss", 2.0 * 0.99**step))
+        payloads.append(ef.summary_event(step, values).SerializeToString())
+    return payloads
+
+
+@pytest.mark.parametrize("stuck", [False, True])
+def test_gradients_non_finite_at_the_newest_step_wait_three_steps(
+    stuck: bool, tmp_path: Path
+) -> None:
+    """A skipped step is an overflow, live and at the end; gradients that stay non-finite
+    are nan once more than ``OVERFLOW_RUN`` logged steps did not recover."""
+    steps = 40
+    bad = set(range(30, steps)) if stuck else {30}
+    payloads = _skipping_run(bad, steps)
+    (tmp_path / "run").mkdir()
+    target = tmp_path / "run" / "events.out.tfevents.1.host"
+    watcher = Watcher([str(tmp_path)], fail_on=frozenset({"nan"}))
+    verdicts = {}
+    for step in range(25, steps):
+        target.write_bytes(ef.frame(payloads[: step + 2]))  # the file version and steps 0..step
+        update = watcher.update()
+        assert update.report is not None and update.newest_step == step
+        (layer,) = update.report.runs[0].layers
+        verdicts[step] = (layer.verdict, layer.first_bad_step)
+    if stuck:  # overflow at 30, 31, 32 (3 bad steps may still recover), then nan from 30 on
+        assert [verdicts[s][0] for s in range(29, 34)] == ["ok", *["overflow"] * 3, "nan"]
+        assert all(verdicts[s] == ("nan", 30) for s in range(33, steps))
+    else:
+        assert all(verdicts[s] == ("overflow", 30) for s in range(30, steps))
+    final = watcher.update(final=True)
+    assert final.report is not None
+    assert document(final.report, tmp_path) == document(analyze([str(tmp_path)]), tmp_path)
+    assert final.report.runs[0].layers[0].verdict == ("nan" if stuck else "overflow")

@@ -97,7 +97,8 @@ class RunContext:
     open_end: bool = False
     """The log is still being written (``gradcheck watch``): where a series ends now is not
     where the training stopped, so the rules that read a log's end as the training's end
-    (series stopping as the loss turns NaN; gradients finite again after an overflow) wait."""
+    (series stopping as the loss turns NaN; gradients finite again after an overflow: for
+    ``nan.OVERFLOW_RUN`` logged steps) wait."""
 
 
 def severity(verdict: Verdict, excess: float) -> float:
