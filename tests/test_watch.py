@@ -10,6 +10,7 @@ writes with ``SummaryWriter`` while ``gradcheck watch`` follows it. Every poll m
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -27,8 +28,9 @@ import pytest
 
 from gradcheck import __version__
 from gradcheck.engine import fastpath
-from gradcheck.engine.parts import reduce_file
+from gradcheck.engine.parts import file_part, reduce_file
 from gradcheck.errors import InputError
+from gradcheck.events.framing import Frame, iter_frames
 from gradcheck.events.steps import StepWindow
 from gradcheck.model import Report, Run
 from gradcheck.pipeline import analyze, analyze_parts, disagreements
@@ -507,3 +509,55 @@ def test_gradients_non_finite_at_the_newest_step_wait_three_steps(
     assert final.report is not None
     assert document(final.report, tmp_path) == document(analyze([str(tmp_path)]), tmp_path)
     assert final.report.runs[0].layers[0].verdict == ("nan" if stuck else "overflow")
+
+
+# --- the engine's pieces the follower relies on ------------------------------------------------
+
+
+def test_a_range_says_where_its_last_complete_record_ends(tmp_path: Path) -> None:
+    if not fastpath.available():
+        pytest.skip("the C extension is not built")
+    data = event_file("tf_loop_exploding_nan").read_bytes()
+    frames = [item for item in iter_frames(io.BytesIO(data)) if isinstance(item, Frame)]
+    ends = [frame.offset + 16 + len(frame.payload) for frame in frames]
+    assert ends[-1] == len(data)
+    path = tmp_path / "events.out.tfevents.1"
+    for cut in (ends[10], ends[10] + 5, ends[10] + 14, len(data) // 2, len(data)):
+        path.write_bytes(data[:cut])
+        result = fastpath.reduce_file_range(str(path), "run", StepWindow())
+        assert result.end == max(end for end in ends if end <= cut)
+        tails = [d for d in result.data.damages if d.offset >= result.end]
+        assert [d.kind for d in tails] == ([] if cut == result.end else ["incomplete_tail"])
+
+
+def test_joined_ranges_join_again_as_one_reading(tmp_path: Path) -> None:
+    """A file followed as it grows is a chain of joins: each joined result carries its end,
+    its steps and its plugins, so that the next range joins onto it exactly."""
+    if not fastpath.available():
+        pytest.skip("the C extension is not built")
+    for name in ("tf_loop_exploding_nan", "torch_clipped"):
+        path = str(event_file(name))
+        whole = fastpath.reduce_file_range(path, "run", StepWindow())
+        cuts = [0, *fastpath.split_offsets(path, whole.end, 4)]
+        assert len(cuts) == 4
+        joined = None
+        for start, limit in zip(cuts, [*cuts[1:], -1], strict=True):
+            assumed = joined.plugins if joined is not None else None
+            piece = fastpath.reduce_file_range(
+                path, "run", StepWindow(), None, start, limit, assumed
+            )
+            assert piece.end == (limit if limit >= 0 else whole.end)
+            if joined is not None:
+                joined = fastpath.join_ranges([joined, piece], [start])
+                assert joined is not None and joined.end == piece.end
+            else:
+                joined = piece
+        assert joined is not None
+        assert _judged(joined, path) == _judged(whole, path)
+
+
+def _judged(result: fastpath.RangeResult, path: str) -> str:
+    """The JSON report on one file's range result, as analyze judges a file."""
+    part = file_part(result, path, "run")
+    report = analyze_parts(Run("run", (path,)), [part], DEFAULT_CONFIG, DEFAULT_RULES)
+    return json.dumps(report_document(Report(__version__, (report,))))
