@@ -11,6 +11,7 @@ import os
 import signal
 import stat
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -35,6 +36,7 @@ from gradcheck.verdicts.gate import (
 )
 
 if TYPE_CHECKING:
+    from gradcheck.engine.pool import Workers
     from gradcheck.model import Comparison, Report, Verdict
     from gradcheck.tags import TagRules
     from gradcheck.verdicts.config import Config
@@ -231,10 +233,16 @@ def pattern_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def jobs_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``--jobs N`` and ``--no-progress``."""
+    """``--jobs N``, ``--scheduler ADDRESS`` and ``--no-progress``."""
     function = click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")(
         function
     )
+    function = click.option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Send the work to a Dask cluster: its scheduler's address (tcp://HOST:8786), or"
+        " local[:N] for N worker processes on this machine (needs gradcheck[dask]).",
+    )(function)
     return click.option(
         "--jobs",
         "-j",
@@ -300,6 +308,12 @@ def cli() -> None:
 @click.option("--all", "show_all", is_flag=True, help="List every parameter, healthy ones too.")
 @click.option("--layer", metavar="GLOB", help="Only parameters whose name or tag matches GLOB.")
 @click.option("--run", "run_glob", metavar="GLOB", help="Only runs whose path matches GLOB.")
+@click.option(
+    "--sweep/--no-sweep",
+    default=None,
+    help="Show the sweep view above the runs (default: for 6+ runs with hyperparameters, "
+    "or 12+ runs).",
+)
 @steps_option
 @config_option
 @pattern_options
@@ -317,11 +331,13 @@ def analyze(
     show_all: bool,
     layer: str | None,
     run_glob: str | None,
+    sweep: bool | None,
     steps: str | None,
     config_path: str | None,
     grad_pattern: str | None,
     weight_pattern: str | None,
     jobs: int | None,
+    scheduler: str | None,
     no_progress: bool,
 ) -> ExitStatus:
     """Judge every parameter of the runs under PATH... (event files or directories).
@@ -336,7 +352,7 @@ def analyze(
     config, rules = _settings(config_path, grad_pattern, weight_pattern)
     failing = parse_fail_on(fail_on or config.fail_on or DEFAULT_FAIL_ON)
     window = StepWindow.parse(steps) if steps is not None else None
-    with _progress(env, enabled=not no_progress) as progress:
+    with _workers(jobs, scheduler) as workers, _progress(env, enabled=not no_progress) as progress:
         report = run_analysis(
             list(paths),
             config=config,
@@ -346,6 +362,8 @@ def analyze(
             steps=window,
             progress=progress,
             jobs=jobs,
+            workers=workers,
+            sweep=sweep,
         )
     options = FormatOptions(top=top, show_all=show_all, fail_on=failing)
     stdout_options = replace(options, env=env) if output is None else options
@@ -431,6 +449,7 @@ def compare(
     grad_pattern: str | None,
     weight_pattern: str | None,
     jobs: int | None,
+    scheduler: str | None,
     no_progress: bool,
 ) -> ExitStatus:
     """Compare run B with run A, parameter by parameter (ratios B over A).
@@ -447,9 +466,15 @@ def compare(
     env = _env(ctx)
     config, rules = _settings(config_path, grad_pattern, weight_pattern)
     window = StepWindow.parse(steps) if steps is not None else None
-    with _progress(env, enabled=not no_progress) as progress:
+    with _workers(jobs, scheduler) as workers, _progress(env, enabled=not no_progress) as progress:
         run_a_data, run_b_data = load_runs(
-            [run_a, run_b], config=config, rules=rules, steps=window, progress=progress, jobs=jobs
+            [run_a, run_b],
+            config=config,
+            rules=rules,
+            steps=window,
+            progress=progress,
+            jobs=jobs,
+            workers=workers,
         )
     comparison = compare_runs(run_a_data, run_b_data, config=config, rules=rules, layer_glob=layer)
     options = FormatOptions(env=env if output is None else Env())
@@ -786,6 +811,24 @@ def _note_failing_runs(report: Report, fail_on: frozenset[Verdict]) -> None:
 
 
 @contextmanager
+def _workers(jobs: int | None, scheduler: str | None) -> Iterator[Workers | None]:
+    """The Dask cluster's workers with ``--scheduler`` (None: the command's own pool)."""
+    if scheduler is None:
+        yield None
+        return
+    if jobs is not None:
+        raise click.UsageError("--jobs and --scheduler: give one (the cluster has its workers)")
+    from gradcheck.engine.cluster import connect
+
+    with connect(scheduler) as workers:
+        yield workers
+
+
+PROGRESS_REDRAW_SECONDS = 0.1
+"""The progress bar is redrawn at most this often (rich's own default is 10 times a second)."""
+
+
+@contextmanager
 def _progress(env: Env, *, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
     """A transient progress bar on stderr, only when stderr is a terminal."""
     if not (enabled and env.stderr_isatty):
@@ -796,11 +839,18 @@ def _progress(env: Env, *, enabled: bool) -> Iterator[Callable[[int, int], None]
 
     console = Console(file=sys.stderr, no_color=env.no_color)
     columns = ("reading", BarColumn(), DownloadColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
+    # Redrawn by the updates, not by rich's refresh thread: worker processes are forked, and
+    # a fork while another thread runs can copy a lock it holds.
+    with Progress(*columns, console=console, transient=True, auto_refresh=False) as bar:
         task = bar.add_task("reading", total=None)
+        drawn = 0.0
 
         def update(done: int, total: int) -> None:
+            nonlocal drawn
             bar.update(task, completed=done, total=total)
+            if done >= total or time.monotonic() - drawn >= PROGRESS_REDRAW_SECONDS:
+                bar.refresh()
+                drawn = time.monotonic()
 
         yield update
 

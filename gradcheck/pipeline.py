@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -20,7 +21,7 @@ from gradcheck import __version__
 from gradcheck.engine import plan
 from gradcheck.engine.parts import FilePart as FilePart
 from gradcheck.engine.parts import reduce_file as reduce_file
-from gradcheck.engine.pool import map_shared, read_files
+from gradcheck.engine.pool import SPLIT_SIZE, Workers, map_shared, read_files
 from gradcheck.errors import InputError
 from gradcheck.events.discover import discover
 from gradcheck.events.steps import StepWindow
@@ -31,6 +32,7 @@ from gradcheck.model import (
     Run,
     RunData,
     RunReport,
+    Sweep,
 )
 from gradcheck.series.merge import merge
 from gradcheck.tags import DEFAULT_RULES, TagRules
@@ -51,24 +53,47 @@ def analyze(
     steps: StepWindow | None = None,
     progress: ProgressCallback | None = None,
     jobs: int | None = None,
+    workers: Workers | None = None,
+    sweep: bool | None = None,
 ) -> Report:
     """Analyse the event files under ``paths`` and return the report of every run.
 
-    ``jobs``: processes reading files in parallel (None: one per CPU; 1: no pool).
+    ``jobs``: processes reading files in parallel (None: one per CPU; 1: no pool);
+    ``workers``: where the work runs instead (a Dask cluster's, see ``engine.cluster``).
+    ``sweep``: whether the report carries the sweep view (None: when the runs look like a
+    sweep, :func:`gradcheck.verdicts.sweep.looks_like_sweep`).
 
     Raises ``InputError`` for a missing path, no event file, no run or parameter matching the
     globs, or when no histogram or scalar can be read at all (exit status 2 in the CLI).
     """
     window = steps if steps is not None else StepWindow()
     runs = select_runs(discover(paths), run_glob)
-    parts_by_run = read_runs(runs, window, progress, jobs)
-    _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
-    reports = judge_runs(runs, parts_by_run, config, rules, jobs)
+    with _using(workers, jobs) as chosen:
+        if _whole_runs(runs, chosen):
+            judged = read_and_judge_runs(runs, window, progress, config, rules, chosen)
+            parts_by_run = [parts for _, parts in judged]
+            _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
+            reports = [report for report, _ in judged]
+        else:
+            parts_by_run = read_runs(runs, window, progress, chosen)
+            _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
+            reports = judge_runs(runs, parts_by_run, config, rules, chosen)
+    shown = tuple(filter_layers(reports, layer_glob))
     return Report(
         version=__version__,
-        runs=tuple(filter_layers(reports, layer_glob)),
+        runs=shown,
         warnings=disagreements(reports),
+        sweep=sweep_view(shown, sweep),
     )
+
+
+def sweep_view(reports: Sequence[RunReport], wanted: bool | None) -> Sweep | None:
+    """The sweep of ``reports`` when ``wanted`` (None: when they look like a sweep)."""
+    from gradcheck.verdicts.sweep import looks_like_sweep, summarize
+
+    if wanted is False or (wanted is None and not looks_like_sweep(reports)):
+        return None
+    return summarize(reports)
 
 
 MAX_DISAGREEMENTS = 3
@@ -128,14 +153,90 @@ def _coverage(run: RunReport) -> str:
     return f"{run.run} with {gradients[run.gradients]}, {steps}"
 
 
+WHOLE_RUNS_MIN_BYTES = 4 << 20
+"""Runs are each read and judged in one task, on the workers, when there are several, none
+has a file big enough to be cut in ranges, and they hold this much in all (a sweep): only
+their reports travel back (``bench/README.md``, "Worker processes")."""
+
+
+def _whole_runs(runs: Sequence[Run], workers: Workers) -> bool:
+    """Whether each run is better read and judged in one task (see
+    :data:`WHOLE_RUNS_MIN_BYTES`); an executor given takes every run so."""
+    if len(runs) < 2 or not (workers.jobs >= 2 or workers.given):
+        return False
+    sizes = [_size(path) for run in runs for path in run.files]
+    if max(sizes, default=0) >= SPLIT_SIZE and not workers.given:
+        return False
+    return workers.given or sum(sizes) >= WHOLE_RUNS_MIN_BYTES
+
+
+def read_and_judge_runs(
+    runs: Sequence[Run],
+    window: StepWindow,
+    progress: ProgressCallback | None,
+    config: Config,
+    rules: TagRules,
+    workers: Workers,
+) -> list[tuple[RunReport, list[FilePart]]]:
+    """Every run read and judged in one task on the ``workers`` (a sweep's many small runs),
+    in order: its report, and its files' parts without their series (what
+    :func:`_check_readable` looks at)."""
+    sizes = [sum(_size(path) for path in run.files) for run in runs]
+    total = sum(sizes)
+    done = 0
+
+    def advance(at: int) -> None:
+        nonlocal done
+        done += sizes[at]
+        if progress is not None:
+            progress(done, total)
+
+    if progress is not None:
+        progress(0, total)
+    return map_shared(
+        partial(_read_and_judged, window=window, config=config, rules=rules),
+        list(runs),
+        [float(size) for size in sizes],
+        0.0,
+        workers,
+        advance,
+    )
+
+
+def _read_and_judged(
+    run: Run, window: StepWindow, config: Config, rules: TagRules
+) -> tuple[RunReport, list[FilePart]]:
+    """One run read and judged (a task of :func:`read_and_judge_runs`)."""
+    parts = [reduce_file(path, run.path, window) for path in run.files]
+    report = analyze_parts(run, parts, config, rules)
+    return report, [replace(part, data=_without_series(part.data)) for part in parts]
+
+
+def _without_series(data: RunData) -> RunData:
+    return replace(data, histograms={}, scalars={})
+
+
+@contextmanager
+def _using(workers: Workers | None, jobs: int | None) -> Iterator[Workers]:
+    """The ``workers`` given (left open), or this command's own, for ``jobs``."""
+    if workers is not None:
+        yield workers
+        return
+    with Workers(jobs) as own:
+        yield own
+
+
 def read_runs(
-    runs: Sequence[Run], window: StepWindow, progress: ProgressCallback | None, jobs: int | None
+    runs: Sequence[Run],
+    window: StepWindow,
+    progress: ProgressCallback | None,
+    workers: Workers | None = None,
 ) -> list[list[FilePart]]:
     """Every file of ``runs`` reduced (the map step: one independent task per file, or byte
     range of a big file), grouped by run, in file order."""
     tracker = _ProgressTracker(runs, progress)
     files = [(path, run.path) for run in runs for path in run.files]
-    parts = iter(read_files(files, window, tracker, jobs))
+    parts = iter(read_files(files, window, tracker, workers))
     parts_by_run = [[next(parts) for _ in run.files] for run in runs]
     tracker.finish()
     return parts_by_run
@@ -157,6 +258,7 @@ def load_runs(
     steps: StepWindow | None = None,
     progress: ProgressCallback | None = None,
     jobs: int | None = None,
+    workers: Workers | None = None,
 ) -> list[LoadedRun]:
     """The one run under each of ``paths``, read and judged.
 
@@ -165,7 +267,8 @@ def load_runs(
     """
     window = steps if steps is not None else StepWindow()
     runs = [_only_run(path) for path in paths]
-    parts_by_run = read_runs(runs, window, progress, jobs)
+    with _using(workers, jobs) as chosen:
+        parts_by_run = read_runs(runs, window, progress, chosen)
     loaded = []
     for path, run, parts in zip(paths, runs, parts_by_run, strict=True):
         _check_readable([path], parts, window)
@@ -188,10 +291,10 @@ def judge_runs(
     parts_by_run: Sequence[Sequence[FilePart]],
     config: Config,
     rules: TagRules,
-    jobs: int | None,
+    workers: Workers | None = None,
 ) -> list[RunReport]:
-    """The report of every run (see :func:`analyze_parts`), in order; runs share processes
-    (``jobs`` allowing, see :func:`gradcheck.engine.pool.map_shared`) when there is enough to
+    """The report of every run (see :func:`analyze_parts`), in order; runs share the
+    ``workers`` (see :func:`gradcheck.engine.pool.map_shared`) when there is enough to
     judge (``engine.plan``): a sweep of many runs would otherwise wait on one core after reading
     on all of them."""
     weights = [plan.verdict_seconds([part.data for part in parts]) for parts in parts_by_run]
@@ -200,7 +303,7 @@ def judge_runs(
         list(zip(runs, parts_by_run, strict=True)),
         weights,
         plan.VERDICT_SPLIT_SECONDS,
-        jobs,
+        workers,
     )
 
 

@@ -488,6 +488,7 @@ def finish_file(result: RangeResult, path: str, run: str) -> RunData:
         notices=data.notices + notices,
         histograms=data.histograms,
         scalars=data.scalars,
+        hparams=data.hparams,
     )
 
 

@@ -137,6 +137,7 @@ def analyze_run(
         notes=coverage_notes(parameters, gradients) + ((whole_model,) if whole_model else ()),
         updates=updates,
         wall_times=_wall_times(data),
+        hparams=dict(data.hparams),
     )
 
 

@@ -127,6 +127,8 @@ def early_and_late(values: np.ndarray, config: Config) -> tuple[float, float, np
     if finite.size == 0:
         return float("nan"), float("nan"), finite
     size = baseline_size(finite.size, config)
+    if finite.size == values.size:  # every value finite (the usual case): views, no copies
+        return median(values[:size]), median(values[-size:]), finite
     early = median(values[finite[:size]])
     late = median(values[finite[-size:]])
     return early, late, finite
