@@ -14,6 +14,11 @@ write. Reported:
 - update latency: for every step, from the writer's flush to the arrival of the first JSON
   line whose ``newest_step`` reaches it (a look every ``--interval`` seconds: about half an
   interval on average, the target is within two intervals), median, 95th percentile and max.
+- exit latency (``--exits`` trainings each): from the flush of the step whose gradients turn
+  NaN, 10 s into a training, to the end of ``gradcheck watch`` (default ``--fail-on``); with
+  the loss NaN at that step and the weights from the next, as a diverging training logs them,
+  and with the gradients alone NaN (loss and weights finite, as a skipped step under dynamic
+  loss scaling leaves them: watch waits 3 logged steps for them to turn finite again).
 """
 
 from __future__ import annotations
@@ -54,10 +59,18 @@ def _histogram(scale: float) -> encode.TorchHistogram:
     )
 
 
-def write(folder: Path, rate: float, parameters: int, seconds: float, nan_at: int = -1) -> None:
+def write(
+    folder: Path,
+    rate: float,
+    parameters: int,
+    seconds: float,
+    nan_at: int = -1,
+    nan_loss: bool = False,
+) -> None:
     """The writer (a child process): one step of ``2 * parameters`` histograms every
     ``2 * parameters / rate`` seconds, flushed, then ``step <n> <time>`` on stdout; from step
-    ``nan_at`` on (if not -1) the gradients are NaN."""
+    ``nan_at`` on (if not -1) the gradients are NaN; with ``nan_loss`` the loss too, and the
+    weights from the next step (an optimizer applying them), as a diverging training logs."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"events.out.tfevents.{int(time.time())}.benchhost.{os.getpid()}.0"
     period = 2 * parameters / rate
@@ -72,10 +85,14 @@ def write(folder: Path, rate: float, parameters: int, seconds: float, nan_at: in
                 grad = _histogram(0.01 * (1 + 0.02 * ((number + 31 * step) % 17)))
                 if 0 <= nan_at <= step:
                     grad = _histogram(float("nan"))
+                if nan_loss and 0 <= nan_at < step:
+                    weight = _histogram(float("nan"))
                 tag = f"layer{number}.weight"
                 stream.write(encode.frame(encode.histo_event(tag, wall, step, weight)))
                 stream.write(encode.frame(encode.histo_event(f"{tag}.grad", wall, step, grad)))
-            loss = encode.simple_value_event("Loss/train", wall, step, 1.0 / (step + 1))
+            diverged = nan_loss and 0 <= nan_at <= step
+            value = float("nan") if diverged else 1.0 / (step + 1)
+            loss = encode.simple_value_event("Loss/train", wall, step, value)
             stream.write(encode.frame(loss))
             stream.flush()
             print(f"step {step} {time.time():.6f}", flush=True)
@@ -95,7 +112,13 @@ def _lines(stream: object, into: list[tuple[float, str]]) -> None:
 
 
 def _start(
-    folder: Path, rate: float, parameters: int, interval: float, seconds: float, nan_at: int = -1
+    folder: Path,
+    rate: float,
+    parameters: int,
+    interval: float,
+    seconds: float,
+    nan_at: int = -1,
+    nan_loss: bool = False,
 ) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
     """``gradcheck watch`` on ``folder`` (with the default --fail-on when ``nan_at`` is set),
     then the writer."""
@@ -108,18 +131,21 @@ def _start(
     )  # fmt: skip
     writer = subprocess.Popen(
         [sys.executable, __file__, "--write", str(folder / "run"), "--rate", str(rate),
-         "--parameters", str(parameters), "--seconds", str(seconds), "--nan-at", str(nan_at)],
+         "--parameters", str(parameters), "--seconds", str(seconds), "--nan-at", str(nan_at),
+         *(["--nan-loss"] if nan_loss else [])],
         stdout=subprocess.PIPE, text=True, env=environ,
     )  # fmt: skip
     return watch, writer
 
 
-def exit_latency(rate: float, parameters: int, interval: float, nan_at: int) -> float:
+def exit_latency(
+    rate: float, parameters: int, interval: float, nan_at: int, nan_loss: bool
+) -> float:
     """Seconds from the flush of the first NaN step to the end of ``gradcheck watch``."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="gradcheck-watch-bench-") as folder:
-        watch, writer = _start(Path(folder), rate, parameters, interval, 600.0, nan_at)
+        watch, writer = _start(Path(folder), rate, parameters, interval, 600.0, nan_at, nan_loss)
         watch.communicate(timeout=600)
         ended = time.time()
         writer.terminate()
@@ -185,21 +211,26 @@ def main() -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the figures to FILE")
     parser.add_argument("--write", metavar="FOLDER", help=argparse.SUPPRESS)  # the writer
     parser.add_argument("--nan-at", type=int, default=-1, help=argparse.SUPPRESS)
+    parser.add_argument("--nan-loss", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.write:
-        write(Path(args.write), args.rate, args.parameters, args.seconds, args.nan_at)
+        write(
+            Path(args.write), args.rate, args.parameters, args.seconds, args.nan_at, args.nan_loss
+        )
         return 0
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="gradcheck-watch-bench-") as folder:
         result = measure(args.seconds, args.rate, args.parameters, args.interval, Path(folder))
     nan_at = int(10 * args.rate / (2 * args.parameters))  # 10 s into the training
-    exits = [
-        exit_latency(args.rate, args.parameters, args.interval, nan_at) for _ in range(args.exits)
-    ]
-    if exits:
-        result["exit_latency_median"] = float(np.median(exits))
-        result["exit_latency_max"] = float(max(exits))
+    for nan_loss, name in ((True, "exit_latency"), (False, "exit_latency_gradients_only")):
+        exits = [
+            exit_latency(args.rate, args.parameters, args.interval, nan_at, nan_loss)
+            for _ in range(args.exits)
+        ]
+        if exits:
+            result[f"{name}_median"] = float(np.median(exits))
+            result[f"{name}_max"] = float(max(exits))
     for key, value in result.items():
         print(f"{key:>24}: {value:.4g}" if isinstance(value, float) else f"{key:>24}: {value}")
     if args.json:
