@@ -253,6 +253,7 @@ def test_watch_table_without_a_terminal_prints_the_report_at_the_end() -> None:
     assert result.stdout.startswith(str(SAMPLES / "torch_frozen"))
     assert "static" in result.stdout
     assert "gradcheck: watching" in result.stderr and "update 1" in result.stderr
+    assert f"{SAMPLES / 'torch_frozen'}: 0.weight: new -> static at step 0" in result.stderr
 
 
 def test_watch_with_nothing_to_read_at_the_end_is_an_input_error(tmp_path: Path) -> None:
