@@ -562,3 +562,19 @@ def _judged(result: fastpath.RangeResult, path: str) -> str:
     part = file_part(result, path, "run")
     report = analyze_parts(Run("run", (path,)), [part], DEFAULT_CONFIG, DEFAULT_RULES)
     return json.dumps(report_document(Report(__version__, (report,))))
+
+
+def test_names_from_the_logs_reach_the_terminal_escaped(tmp_path: Path) -> None:
+    """A run directory named with an escape sequence: the status, change and finding lines
+    on stderr show it escaped; the JSON keeps it exact."""
+    evil = tmp_path / "run\x1b[2J\u202e"
+    evil.mkdir()
+    shutil.copy(event_file("torch_exploding_nan"), evil)
+    table = invoke("watch", str(tmp_path), "--until-idle", "0", "--fail-on", "none")
+    assert table.exit_code == ExitStatus.OK, table.output
+    found = invoke("watch", str(tmp_path), "--format", "json")
+    assert found.exit_code == ExitStatus.FINDINGS
+    for text in (table.stderr, table.stdout, found.stderr):
+        assert "\x1b" not in text and "\u202e" not in text
+        assert "run\\x1b[2J\\u202e" in text
+    assert json.loads(found.stdout.splitlines()[-1])["failing"][0]["run"] == str(evil)
