@@ -578,3 +578,43 @@ def test_names_from_the_logs_reach_the_terminal_escaped(tmp_path: Path) -> None:
         assert "\x1b" not in text and "\u202e" not in text
         assert "run\\x1b[2J\\u202e" in text
     assert json.loads(found.stdout.splitlines()[-1])["failing"][0]["run"] == str(evil)
+
+
+def test_polls_of_a_thinned_log_equal_analyze(tmp_path: Path) -> None:
+    """Past 2,048 logged steps a series is thinned: the joined pieces keep the rows one
+    reading keeps, and the NaN onset, once shown, stays."""
+    rng = np.random.default_rng(3)
+    payloads = [ef.file_version().SerializeToString()]
+    for step in range(2600):
+        diverged = step >= 2300
+        values = [
+            ef.histo_of("weights/fc.weight", rng.normal(0, 0.3, 64)),
+            nan_histo("gradients/fc.weight", 64)
+            if diverged
+            else ef.histo_of("gradients/fc.weight", rng.normal(0, 0.1 * (1 + step % 7), 64)),
+            ef.simple_scalar("loss", float("nan") if diverged else 2.0 * 0.999**step),
+        ]
+        payloads.append(ef.summary_event(step, values).SerializeToString())
+    data = ef.frame(payloads)
+    logs, cut = tmp_path / "logs", tmp_path / "cut"
+    (logs / "run").mkdir(parents=True)
+    target = logs / "run" / "events.out.tfevents.1.host"
+    watcher = Watcher([str(logs)], fail_on=frozenset())
+    onset = None
+    for end in [*range(len(data) // 9, len(data), len(data) // 9), len(data)]:
+        target.write_bytes(data[:end])
+        update = watcher.update()
+        assert update.report is not None
+        expected = analyze_cut(data, update.bytes_read, target.name, cut, open_end=True)
+        assert document(update.report, logs) == expected
+        (layer,) = update.report.runs[0].layers
+        if onset is not None:
+            assert (layer.verdict, layer.first_bad_step) == ("nan", onset)
+        elif layer.verdict == "nan":
+            onset = layer.first_bad_step
+    assert onset == 2300
+    final = watcher.update(final=True)
+    assert final.report is not None
+    (thinned,) = final.report.runs[0].warnings
+    assert "2 histogram series thinned" in thinned and "up to 2,600 steps read" in thinned
+    assert document(final.report, logs) == document(analyze([str(logs)]), logs)
