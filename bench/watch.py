@@ -39,24 +39,9 @@ if __package__ in (None, ""):  # run as a script: python bench/watch.py
 import numpy as np  # noqa: E402
 
 from bench import encode  # noqa: E402
+from bench.params import histogram  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-BUCKETS = 30
-_EDGES = np.linspace(-1.0, 1.0, BUCKETS + 1)
-_COUNTS = np.full(BUCKETS, 10.0)
-_SQUARES = float((_COUNTS * ((_EDGES[1:] + _EDGES[:-1]) / 2) ** 2).sum())
-
-
-def _histogram(scale: float) -> encode.TorchHistogram:
-    return encode.TorchHistogram(
-        min=-scale,
-        max=scale,
-        num=float(_COUNTS.sum()),
-        sum=0.0,
-        sum_squares=_SQUARES * scale * scale,
-        bucket_limit=_EDGES[1:] * scale,
-        bucket=_COUNTS,
-    )
 
 
 def write(
@@ -81,12 +66,12 @@ def write(
         while time.time() - started < seconds:
             wall = time.time()
             for number in range(parameters):
-                weight = _histogram(0.1 * (1 + number / parameters) * (1 + 0.001 * step))
-                grad = _histogram(0.01 * (1 + 0.02 * ((number + 31 * step) % 17)))
+                weight = histogram(0.1 * (1 + number / parameters) * (1 + 0.001 * step))
+                grad = histogram(0.01 * (1 + 0.02 * ((number + 31 * step) % 17)))
                 if 0 <= nan_at <= step:
-                    grad = _histogram(float("nan"))
+                    grad = histogram(float("nan"))
                 if nan_loss and 0 <= nan_at < step:
-                    weight = _histogram(float("nan"))
+                    weight = histogram(float("nan"))
                 tag = f"layer{number}.weight"
                 stream.write(encode.frame(encode.histo_event(tag, wall, step, weight)))
                 stream.write(encode.frame(encode.histo_event(f"{tag}.grad", wall, step, grad)))

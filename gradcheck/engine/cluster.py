@@ -45,7 +45,7 @@ def connect(spec: str) -> Iterator[Workers]:
         raise InputError(
             "--scheduler needs dask.distributed: pip install 'gradcheck[dask]'"
         ) from None
-    logging.getLogger("distributed").setLevel(logging.ERROR)  # stderr is for gradcheck's lines
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)  # stderr is for gradcheck's lines
     cluster = None
     try:
         if processes is not None:
@@ -54,7 +54,7 @@ def connect(spec: str) -> Iterator[Workers]:
                 threads_per_worker=1,  # reading and judging hold the GIL: a process each
                 processes=True,
                 dashboard_address=":0",  # any free port: 8787 may be another cluster's
-                silence_logs=logging.ERROR,
+                silence_logs=logging.CRITICAL,  # a worker outliving the scheduler at close
             )
             client = Client(cluster)
         else:
