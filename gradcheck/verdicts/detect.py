@@ -599,7 +599,7 @@ def _update_series(weight: WeightSignal | None) -> StepSeries | None:
     if weight is None or weight.steps.size < 2:
         return None
     with np.errstate(divide="ignore", invalid="ignore"):
-        change = np.abs(np.diff(weight.norm)) / np.abs(weight.norm[:-1])
+        change = np.abs(weight.norm[1:] - weight.norm[:-1]) / np.abs(weight.norm[:-1])
     label = "weight norm change per step (relative)"
     return chart_series(label, weight.steps[1:], change, weight.bad_steps)
 
