@@ -45,7 +45,7 @@ _COUNTS = np.full(BUCKETS, 10.0)
 _SQUARES = float((_COUNTS * ((_EDGES[1:] + _EDGES[:-1]) / 2) ** 2).sum())
 
 
-def _histogram(scale: float) -> encode.TorchHistogram:
+def histogram(scale: float) -> encode.TorchHistogram:
     """300 values spread evenly over [-scale, scale] in 30 buckets."""
     return encode.TorchHistogram(
         min=-scale,
@@ -80,8 +80,8 @@ def write_run(folder: Path, parameters: int, steps: int) -> Path:
             for number in range(parameters):
                 tag = f"layer{number}.weight"
                 wall += 1e-5
-                weight = _histogram(float(weights[number]))
-                gradient = _histogram(float(gradients[number]))
+                weight = histogram(float(weights[number]))
+                gradient = histogram(float(gradients[number]))
                 stream.write(encode.frame(encode.histo_event(tag, wall, step, weight)))
                 stream.write(encode.frame(encode.histo_event(f"{tag}.grad", wall, step, gradient)))
             loss = encode.simple_value_event("Loss/train", wall, step, 1.0 / (step + 1))

@@ -14,6 +14,11 @@ write. Reported:
 - update latency: for every step, from the writer's flush to the arrival of the first JSON
   line whose ``newest_step`` reaches it (a look every ``--interval`` seconds: about half an
   interval on average, the target is within two intervals), median, 95th percentile and max.
+- exit latency (``--exits`` trainings each): from the flush of the step whose gradients turn
+  NaN, 10 s into a training, to the end of ``gradcheck watch`` (default ``--fail-on``); with
+  the loss NaN at that step and the weights from the next, as a diverging training logs them,
+  and with the gradients alone NaN (loss and weights finite, as a skipped step under dynamic
+  loss scaling leaves them: watch waits 3 logged steps for them to turn finite again).
 """
 
 from __future__ import annotations
@@ -34,29 +39,23 @@ if __package__ in (None, ""):  # run as a script: python bench/watch.py
 import numpy as np  # noqa: E402
 
 from bench import encode  # noqa: E402
+from bench.params import histogram  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-BUCKETS = 30
-_EDGES = np.linspace(-1.0, 1.0, BUCKETS + 1)
-_COUNTS = np.full(BUCKETS, 10.0)
-_SQUARES = float((_COUNTS * ((_EDGES[1:] + _EDGES[:-1]) / 2) ** 2).sum())
 
 
-def _histogram(scale: float) -> encode.TorchHistogram:
-    return encode.TorchHistogram(
-        min=-scale,
-        max=scale,
-        num=float(_COUNTS.sum()),
-        sum=0.0,
-        sum_squares=_SQUARES * scale * scale,
-        bucket_limit=_EDGES[1:] * scale,
-        bucket=_COUNTS,
-    )
-
-
-def write(folder: Path, rate: float, parameters: int, seconds: float) -> None:
+def write(
+    folder: Path,
+    rate: float,
+    parameters: int,
+    seconds: float,
+    nan_at: int = -1,
+    nan_loss: bool = False,
+) -> None:
     """The writer (a child process): one step of ``2 * parameters`` histograms every
-    ``2 * parameters / rate`` seconds, flushed, then ``step <n> <time>`` on stdout."""
+    ``2 * parameters / rate`` seconds, flushed, then ``step <n> <time>`` on stdout; from step
+    ``nan_at`` on (if not -1) the gradients are NaN; with ``nan_loss`` the loss too, and the
+    weights from the next step (an optimizer applying them), as a diverging training logs."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"events.out.tfevents.{int(time.time())}.benchhost.{os.getpid()}.0"
     period = 2 * parameters / rate
@@ -67,12 +66,18 @@ def write(folder: Path, rate: float, parameters: int, seconds: float) -> None:
         while time.time() - started < seconds:
             wall = time.time()
             for number in range(parameters):
-                weight = _histogram(0.1 * (1 + number / parameters) * (1 + 0.001 * step))
-                grad = _histogram(0.01 * (1 + 0.02 * ((number + 31 * step) % 17)))
+                weight = histogram(0.1 * (1 + number / parameters) * (1 + 0.001 * step))
+                grad = histogram(0.01 * (1 + 0.02 * ((number + 31 * step) % 17)))
+                if 0 <= nan_at <= step:
+                    grad = histogram(float("nan"))
+                if nan_loss and 0 <= nan_at < step:
+                    weight = histogram(float("nan"))
                 tag = f"layer{number}.weight"
                 stream.write(encode.frame(encode.histo_event(tag, wall, step, weight)))
                 stream.write(encode.frame(encode.histo_event(f"{tag}.grad", wall, step, grad)))
-            loss = encode.simple_value_event("Loss/train", wall, step, 1.0 / (step + 1))
+            diverged = nan_loss and 0 <= nan_at <= step
+            value = float("nan") if diverged else 1.0 / (step + 1)
+            loss = encode.simple_value_event("Loss/train", wall, step, value)
             stream.write(encode.frame(loss))
             stream.flush()
             print(f"step {step} {time.time():.6f}", flush=True)
@@ -91,19 +96,53 @@ def _lines(stream: object, into: list[tuple[float, str]]) -> None:
         into.append((time.time(), line))
 
 
-def measure(seconds: float, rate: float, parameters: int, interval: float, folder: Path) -> dict:
+def _start(
+    folder: Path,
+    rate: float,
+    parameters: int,
+    interval: float,
+    seconds: float,
+    nan_at: int = -1,
+    nan_loss: bool = False,
+) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
+    """``gradcheck watch`` on ``folder`` (with the default --fail-on when ``nan_at`` is set),
+    then the writer."""
     environ = {**os.environ, "PYTHONPATH": str(REPO)}
+    fail_on = ["--fail-on", "none"] if nan_at < 0 else []
     watch = subprocess.Popen(
         [sys.executable, "-m", "gradcheck", "watch", str(folder), "--interval", str(interval),
-         "--format", "json", "--fail-on", "none"],
-        stdout=subprocess.PIPE, text=True, env=environ,
+         "--format", "json", *fail_on],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=environ,
     )  # fmt: skip
-    watch_started = time.time()
     writer = subprocess.Popen(
         [sys.executable, __file__, "--write", str(folder / "run"), "--rate", str(rate),
-         "--parameters", str(parameters), "--seconds", str(seconds)],
+         "--parameters", str(parameters), "--seconds", str(seconds), "--nan-at", str(nan_at),
+         *(["--nan-loss"] if nan_loss else [])],
         stdout=subprocess.PIPE, text=True, env=environ,
     )  # fmt: skip
+    return watch, writer
+
+
+def exit_latency(
+    rate: float, parameters: int, interval: float, nan_at: int, nan_loss: bool
+) -> float:
+    """Seconds from the flush of the first NaN step to the end of ``gradcheck watch``."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="gradcheck-watch-bench-") as folder:
+        watch, writer = _start(Path(folder), rate, parameters, interval, 600.0, nan_at, nan_loss)
+        watch.communicate(timeout=600)
+        ended = time.time()
+        writer.terminate()
+        printed, _ = writer.communicate(timeout=60)
+    flushed = {int(line.split()[1]): float(line.split()[2]) for line in printed.splitlines()}
+    assert watch.returncode == 1, watch.returncode
+    return ended - flushed[nan_at]
+
+
+def measure(seconds: float, rate: float, parameters: int, interval: float, folder: Path) -> dict:
+    watch_started = time.time()
+    watch, writer = _start(folder, rate, parameters, interval, seconds)
     updates: list[tuple[float, str]] = []
     flushes: list[tuple[float, str]] = []
     readers = [
@@ -118,7 +157,7 @@ def measure(seconds: float, rate: float, parameters: int, interval: float, folde
     writer.wait()
     time.sleep(3 * interval)  # the last steps reach watch
     steady_to, end_cpu = time.time(), _cpu_seconds(watch.pid)
-    watch.send_signal(signal.SIGINT)
+    watch.send_signal(signal.SIGTERM)  # SIGINT: ignored in a background job
     watch.wait(timeout=60)
     readers[0].join(timeout=10)
     flushed = {int(line.split()[1]): float(line.split()[2]) for _, line in flushes}
@@ -153,16 +192,30 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="histograms a second")
     parser.add_argument("--parameters", type=int, default=10)
     parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument("--exits", type=int, default=3, help="trainings stopped at a NaN")
     parser.add_argument("--json", metavar="FILE", help="also write the figures to FILE")
     parser.add_argument("--write", metavar="FOLDER", help=argparse.SUPPRESS)  # the writer
+    parser.add_argument("--nan-at", type=int, default=-1, help=argparse.SUPPRESS)
+    parser.add_argument("--nan-loss", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.write:
-        write(Path(args.write), args.rate, args.parameters, args.seconds)
+        write(
+            Path(args.write), args.rate, args.parameters, args.seconds, args.nan_at, args.nan_loss
+        )
         return 0
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="gradcheck-watch-bench-") as folder:
         result = measure(args.seconds, args.rate, args.parameters, args.interval, Path(folder))
+    nan_at = int(10 * args.rate / (2 * args.parameters))  # 10 s into the training
+    for nan_loss, name in ((True, "exit_latency"), (False, "exit_latency_gradients_only")):
+        exits = [
+            exit_latency(args.rate, args.parameters, args.interval, nan_at, nan_loss)
+            for _ in range(args.exits)
+        ]
+        if exits:
+            result[f"{name}_median"] = float(np.median(exits))
+            result[f"{name}_max"] = float(max(exits))
     for key, value in result.items():
         print(f"{key:>24}: {value:.4g}" if isinstance(value, float) else f"{key:>24}: {value}")
     if args.json:

@@ -575,6 +575,10 @@ def watch(
     return view.run(watcher, interval, until_idle)
 
 
+STATUS_EVERY = 60.0
+"""Seconds between two status lines on stderr without a terminal, when nothing changed."""
+
+
 class _WatchView:
     """The watch loop's output: a rich live view (table on a terminal), a status line per
     update on stderr (table without a terminal, the report printed at the end), or JSON lines."""
@@ -586,6 +590,7 @@ class _WatchView:
         self.paths = paths
         self.options = replace(options, env=env)
         self._live_display: Any = None  # rich's Live while the live view is shown
+        self._status_at = 0.0  # when the last status line was written (watcher seconds)
 
     def run(self, watcher: Watcher, interval: float, until_idle: float | None) -> ExitStatus:
         import time
@@ -607,6 +612,8 @@ class _WatchView:
                 if update is not None:
                     self._finish(update, "interrupted")
                 raise
+            except _ReaderGone:  # nobody reads the updates any more: not an error
+                return ExitStatus.OK
 
     def _idle(self, update: Update) -> ExitStatus:
         self._finish(update, "idle")
@@ -663,9 +670,10 @@ class _WatchView:
         return Group(line, table)
 
     def _line(self, update: Update) -> None:
-        """Without a live view: a JSON line, or a status line on stderr, per update that
-        read new data."""
-        from gradcheck.report.watch_view import status_line, update_line
+        """Without a live view: a JSON line per update that read new data; or a status line
+        on stderr when a verdict changed, else every ``STATUS_EVERY`` seconds of new data (a
+        CI log stays readable), and one line per change."""
+        from gradcheck.report.watch_view import change_line, status_line, update_line
 
         for warning in update.warnings:
             say(f"warning: {warning}")
@@ -673,8 +681,13 @@ class _WatchView:
             return
         if self.json:
             _emit_flushed(update_line(update))
-        else:
+            return
+        due = update.elapsed - self._status_at >= STATUS_EVERY
+        if update.changes or due or update.number == 1:
             say(status_line(update, self.paths))
+            self._status_at = update.elapsed
+        for change in update.changes:
+            say(f"  {change_line(change)}")
 
     def _finish(self, update: Update, reason: str) -> None:
         """The last update: the report printed (the live view goes away), or the last line."""
@@ -691,11 +704,19 @@ class _WatchView:
             _emit_flushed(_format_report(update.report, "table", self.options))
 
 
+class _ReaderGone(Exception):
+    """stdout's reader went away (``gradcheck watch --format json | head -1``): stop."""
+
+
 def _emit_flushed(text: str) -> None:
     """:func:`_emit` to stdout, flushed (a reader of the pipe sees each line at once)."""
-    _emit(text, None)
-    with suppress(OSError):
+    try:
+        sys.stdout.write(text)
         sys.stdout.flush()
+    except BrokenPipeError:
+        raise _ReaderGone from None
+    except OSError as error:  # e.g. a full disk: not a bug, and not a traceback
+        raise InputError(f"cannot write the report: {error.strerror or error}") from None
 
 
 def _format_comparison(comparison: Comparison, format_name: str, options: FormatOptions) -> str:

@@ -10,6 +10,7 @@ writes with ``SummaryWriter`` while ``gradcheck watch`` follows it. Every poll m
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -22,12 +23,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gradcheck import __version__
 from gradcheck.engine import fastpath
-from gradcheck.engine.parts import reduce_file
+from gradcheck.engine.parts import file_part, reduce_file
 from gradcheck.errors import InputError
+from gradcheck.events.framing import Frame, iter_frames
 from gradcheck.events.steps import StepWindow
 from gradcheck.model import Report, Run
 from gradcheck.pipeline import analyze, analyze_parts, disagreements
@@ -36,6 +39,8 @@ from gradcheck.status import ExitStatus
 from gradcheck.tags import DEFAULT_RULES
 from gradcheck.verdicts.config import DEFAULT_CONFIG
 from gradcheck.watch import Watcher
+from tests import eventfiles as ef
+from tests.synthetic_runs import nan_histo
 from tests.test_cli import REPO, invoke
 
 SAMPLES = REPO / "sample_runs"
@@ -248,6 +253,7 @@ def test_watch_table_without_a_terminal_prints_the_report_at_the_end() -> None:
     assert result.stdout.startswith(str(SAMPLES / "torch_frozen"))
     assert "static" in result.stdout
     assert "gradcheck: watching" in result.stderr and "update 1" in result.stderr
+    assert f"{SAMPLES / 'torch_frozen'}: 0.weight: new -> static at step 0" in result.stderr
 
 
 def test_watch_with_nothing_to_read_at_the_end_is_an_input_error(tmp_path: Path) -> None:
@@ -413,3 +419,202 @@ def test_the_live_view_redraws_and_ctrl_c_prints_the_last_report(tmp_path: Path)
         assert "0.weight: nan: gradient non-finite from step 56" in printed
     finally:
         subprocess.run([tmux, "-S", socket, "kill-server"], check=False)
+
+
+def _default_sigint() -> None:
+    """Ctrl-C as a terminal delivers it (a background job would start with SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_ctrl_c_prints_the_last_report_and_exits_130() -> None:
+    watch = subprocess.Popen(
+        _gradcheck("watch", str(SAMPLES / "torch_frozen"), "--format", "json", "--interval",
+                   "0.2"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environ(), text=True,
+        preexec_fn=_default_sigint,
+    )  # fmt: skip
+    assert watch.stdout is not None
+    first = json.loads(watch.stdout.readline())  # the first update is out: it is watching
+    assert first["update"] == 1 and first["runs"] == 1
+    watch.send_signal(signal.SIGINT)
+    rest, err = watch.communicate(timeout=60)
+    assert watch.returncode == ExitStatus.INTERRUPTED, err
+    assert err.endswith("gradcheck: interrupted\n")
+    last = json.loads(rest.splitlines()[-1])
+    assert last["final"] is True and last["exit"] == "interrupted"
+    assert last["report"]["runs"][0]["counts"]["static"] == 4
+
+
+def test_watch_stops_when_nobody_reads_its_lines(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    shutil.copy(event_file("torch_frozen"), tmp_path / "a")
+    watch = subprocess.Popen(
+        _gradcheck("watch", str(tmp_path), "--format", "json", "--interval", "0.05"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environ(),
+    )  # fmt: skip
+    assert watch.stdout is not None
+    watch.stdout.readline()
+    watch.stdout.close()  # as `| head -1` does
+    (tmp_path / "b").mkdir()
+    shutil.copy(event_file("torch_clipped"), tmp_path / "b")  # new data: a line to write
+    assert watch.wait(timeout=60) == ExitStatus.OK
+
+
+# --- the open end: gradients non-finite at the newest step -------------------------------------
+
+
+def _skipping_run(bad_steps: set[int], steps: int) -> list[bytes]:
+    """Per step, the payload of a run whose gradients are NaN at ``bad_steps`` while the
+    weights and the loss stay finite (as dynamic loss scaling leaves a skipped step)."""
+    rng = np.random.default_rng(0)
+    weights = rng.normal(0, 0.3, 256)
+    payloads = [ef.file_version().SerializeToString()]
+    for step in range(steps):
+        gradient = rng.normal(0, 0.1, 256)
+        values = [ef.histo_of("weights/fc.weight", weights)]
+        if step in bad_steps:
+            values.append(nan_histo("gradients/fc.weight", 256))
+        else:
+            values.append(ef.histo_of("gradients/fc.weight", gradient))
+            weights = weights - 0.01 * gradient
+        values.append(ef.simple_scalar("loss", 2.0 * 0.99**step))
+        payloads.append(ef.summary_event(step, values).SerializeToString())
+    return payloads
+
+
+@pytest.mark.parametrize("stuck", [False, True])
+def test_gradients_non_finite_at_the_newest_step_wait_three_steps(
+    stuck: bool, tmp_path: Path
+) -> None:
+    """A skipped step is an overflow, live and at the end; gradients that stay non-finite
+    are nan once more than ``OVERFLOW_RUN`` logged steps did not recover."""
+    steps = 40
+    bad = set(range(30, steps)) if stuck else {30}
+    payloads = _skipping_run(bad, steps)
+    (tmp_path / "run").mkdir()
+    target = tmp_path / "run" / "events.out.tfevents.1.host"
+    watcher = Watcher([str(tmp_path)], fail_on=frozenset({"nan"}))
+    verdicts = {}
+    for step in range(25, steps):
+        target.write_bytes(ef.frame(payloads[: step + 2]))  # the file version and steps 0..step
+        update = watcher.update()
+        assert update.report is not None and update.newest_step == step
+        (layer,) = update.report.runs[0].layers
+        verdicts[step] = (layer.verdict, layer.first_bad_step)
+    if stuck:  # overflow at 30, 31, 32 (3 bad steps may still recover), then nan from 30 on
+        assert [verdicts[s][0] for s in range(29, 34)] == ["ok", *["overflow"] * 3, "nan"]
+        assert all(verdicts[s] == ("nan", 30) for s in range(33, steps))
+    else:
+        assert all(verdicts[s] == ("overflow", 30) for s in range(30, steps))
+    final = watcher.update(final=True)
+    assert final.report is not None
+    assert document(final.report, tmp_path) == document(analyze([str(tmp_path)]), tmp_path)
+    assert final.report.runs[0].layers[0].verdict == ("nan" if stuck else "overflow")
+
+
+# --- the engine's pieces the follower relies on ------------------------------------------------
+
+
+def test_a_range_says_where_its_last_complete_record_ends(tmp_path: Path) -> None:
+    if not fastpath.available():
+        pytest.skip("the C extension is not built")
+    data = event_file("tf_loop_exploding_nan").read_bytes()
+    frames = [item for item in iter_frames(io.BytesIO(data)) if isinstance(item, Frame)]
+    ends = [frame.offset + 16 + len(frame.payload) for frame in frames]
+    assert ends[-1] == len(data)
+    path = tmp_path / "events.out.tfevents.1"
+    for cut in (ends[10], ends[10] + 5, ends[10] + 14, len(data) // 2, len(data)):
+        path.write_bytes(data[:cut])
+        result = fastpath.reduce_file_range(str(path), "run", StepWindow())
+        assert result.end == max(end for end in ends if end <= cut)
+        tails = [d for d in result.data.damages if d.offset >= result.end]
+        assert [d.kind for d in tails] == ([] if cut == result.end else ["incomplete_tail"])
+
+
+def test_joined_ranges_join_again_as_one_reading(tmp_path: Path) -> None:
+    """A file followed as it grows is a chain of joins: each joined result carries its end,
+    its steps and its plugins, so that the next range joins onto it exactly."""
+    if not fastpath.available():
+        pytest.skip("the C extension is not built")
+    for name in ("tf_loop_exploding_nan", "torch_clipped"):
+        path = str(event_file(name))
+        whole = fastpath.reduce_file_range(path, "run", StepWindow())
+        cuts = [0, *fastpath.split_offsets(path, whole.end, 4)]
+        assert len(cuts) == 4
+        joined = None
+        for start, limit in zip(cuts, [*cuts[1:], -1], strict=True):
+            assumed = joined.plugins if joined is not None else None
+            piece = fastpath.reduce_file_range(
+                path, "run", StepWindow(), None, start, limit, assumed
+            )
+            assert piece.end == (limit if limit >= 0 else whole.end)
+            if joined is not None:
+                joined = fastpath.join_ranges([joined, piece], [start])
+                assert joined is not None and joined.end == piece.end
+            else:
+                joined = piece
+        assert joined is not None
+        assert _judged(joined, path) == _judged(whole, path)
+
+
+def _judged(result: fastpath.RangeResult, path: str) -> str:
+    """The JSON report on one file's range result, as analyze judges a file."""
+    part = file_part(result, path, "run")
+    report = analyze_parts(Run("run", (path,)), [part], DEFAULT_CONFIG, DEFAULT_RULES)
+    return json.dumps(report_document(Report(__version__, (report,))))
+
+
+def test_names_from_the_logs_reach_the_terminal_escaped(tmp_path: Path) -> None:
+    """A run directory named with an escape sequence: the status, change and finding lines
+    on stderr show it escaped; the JSON keeps it exact."""
+    evil = tmp_path / "run\x1b[2J\u202e"
+    evil.mkdir()
+    shutil.copy(event_file("torch_exploding_nan"), evil)
+    table = invoke("watch", str(tmp_path), "--until-idle", "0", "--fail-on", "none")
+    assert table.exit_code == ExitStatus.OK, table.output
+    found = invoke("watch", str(tmp_path), "--format", "json")
+    assert found.exit_code == ExitStatus.FINDINGS
+    for text in (table.stderr, table.stdout, found.stderr):
+        assert "\x1b" not in text and "\u202e" not in text
+        assert "run\\x1b[2J\\u202e" in text
+    assert json.loads(found.stdout.splitlines()[-1])["failing"][0]["run"] == str(evil)
+
+
+def test_polls_of_a_thinned_log_equal_analyze(tmp_path: Path) -> None:
+    """Past 2,048 logged steps a series is thinned: the joined pieces keep the rows one
+    reading keeps, and the NaN onset, once shown, stays."""
+    rng = np.random.default_rng(3)
+    payloads = [ef.file_version().SerializeToString()]
+    for step in range(2600):
+        diverged = step >= 2300
+        values = [
+            ef.histo_of("weights/fc.weight", rng.normal(0, 0.3, 64)),
+            nan_histo("gradients/fc.weight", 64)
+            if diverged
+            else ef.histo_of("gradients/fc.weight", rng.normal(0, 0.1 * (1 + step % 7), 64)),
+            ef.simple_scalar("loss", float("nan") if diverged else 2.0 * 0.999**step),
+        ]
+        payloads.append(ef.summary_event(step, values).SerializeToString())
+    data = ef.frame(payloads)
+    logs, cut = tmp_path / "logs", tmp_path / "cut"
+    (logs / "run").mkdir(parents=True)
+    target = logs / "run" / "events.out.tfevents.1.host"
+    watcher = Watcher([str(logs)], fail_on=frozenset())
+    onset = None
+    for end in [*range(len(data) // 9, len(data), len(data) // 9), len(data)]:
+        target.write_bytes(data[:end])
+        update = watcher.update()
+        assert update.report is not None
+        expected = analyze_cut(data, update.bytes_read, target.name, cut, open_end=True)
+        assert document(update.report, logs) == expected
+        (layer,) = update.report.runs[0].layers
+        if onset is not None:
+            assert (layer.verdict, layer.first_bad_step) == ("nan", onset)
+        elif layer.verdict == "nan":
+            onset = layer.first_bad_step
+    assert onset == 2300
+    final = watcher.update(final=True)
+    assert final.report is not None
+    (thinned,) = final.report.runs[0].warnings
+    assert "2 histogram series thinned" in thinned and "up to 2,600 steps read" in thinned
+    assert document(final.report, logs) == document(analyze([str(logs)]), logs)

@@ -11,8 +11,10 @@ complete record; :meth:`Follower.poll` with ``final`` reads a tail that stayed h
 ``gradcheck analyze`` reads it (an ``incomplete_tail`` damage).
 
 A file that shrank, or whose first bytes changed (replaced, rotated), is read again from the
-start, with a warning. Files and runs that appear are found by ``events.discover`` at every
-poll; bytes are reached only through ``events.storage`` (so remote paths work by polling too).
+start, with a warning (the first bytes are compared when the size changed: a file replaced by
+one of the same size is seen when it next grows). Files and runs that appear are found by
+``events.discover`` at every poll; bytes are reached only through ``events.storage`` (so
+remote paths work by polling too).
 Without the C engine (``GRADCHECK_NO_EXT=1``) a file that grew is read again whole with the
 reference reader: the same parts, at a cost that grows with the file.
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from gradcheck.engine import fastpath
 from gradcheck.engine.parts import FilePart, file_part, reduce_file
@@ -64,14 +66,17 @@ class _File:
     tail: bool = False  # bytes after ``end`` (a record being written)
 
 
-@dataclass
 class Follower:
-    """Follows the event files under ``paths``; :meth:`poll` brings its parts up to date."""
+    """Follows the event files under ``paths`` (runs matching ``run_glob``, values inside
+    ``window``); :meth:`poll` brings their parts up to date."""
 
-    paths: Sequence[str]
-    window: StepWindow = field(default_factory=StepWindow)
-    run_glob: str | None = None
-    _files: dict[str, _File] = field(default_factory=dict)
+    def __init__(
+        self, paths: Sequence[str], window: StepWindow | None = None, run_glob: str | None = None
+    ) -> None:
+        self.paths = list(paths)
+        self.window = window if window is not None else StepWindow()
+        self.run_glob = run_glob
+        self._files: dict[str, _File] = {}
 
     def poll(self, final: bool = False) -> Poll:
         """Read what was appended since the previous poll (every file, the first time).

@@ -91,6 +91,10 @@ class _Task:
     assumed: Mapping[str, str] | None = None  # a range after the first: plugins known before it
 
 
+ABORT_JOIN_SECONDS = 5
+"""How long to wait for a killed worker to be reaped (SIGKILL: at once, unless the kernel is
+busy freeing its memory)."""
+
 DEFAULT_JOBS_MAX = 8
 """The default takes at most this many processes (``--jobs`` may ask for more): each holds
 its own buffers and series (~30-35 MB on the 1 GB bench log), and reading more at once gains
@@ -162,12 +166,17 @@ class Workers:
         pool, self._pool = self._pool, None
         if pool is None:
             return
-        if abort:
-            for process in list((getattr(pool, "_processes", None) or {}).values()):
-                process.kill()  # no public way before Python 3.14's terminate_workers()
-            pool.shutdown(wait=True, cancel_futures=True)
-        else:
+        if not abort:
             pool.shutdown(wait=True)
+            return
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        for process in processes:
+            process.kill()  # no public way before Python 3.14's terminate_workers()
+        # Not waiting for the pool's own thread: it may be stuck feeding tasks to the dead
+        # workers' pipe (CPython issues 94777, 105829); the workers are reaped here instead.
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.join(ABORT_JOIN_SECONDS)
 
 
 def _worker_signals() -> None:

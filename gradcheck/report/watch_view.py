@@ -14,7 +14,7 @@ from typing import Any
 from gradcheck.report.escape import terminal
 from gradcheck.report.json_format import report_document
 from gradcheck.report.view import plural
-from gradcheck.watch import Failure, Update
+from gradcheck.watch import Change, Failure, Update
 
 WATCH_SCHEMA = 1
 
@@ -30,6 +30,13 @@ def status_line(update: Update, paths: str) -> str:
         parts += [plural(runs, "run"), step, f"{update.values_per_second:.0f} values/s"]
     parts.append(f"new data {update.seconds_since_data:.1f} s ago")
     return " · ".join(parts)
+
+
+def change_line(change: Change) -> str:
+    """``runs/a: fc1.weight: ok -> nan at step 25`` (escaped for a terminal)."""
+    was = "new" if change.was is None else change.was
+    at = "" if change.first_bad_step is None else f" at step {change.first_bad_step}"
+    return terminal(f"{change.run}: {change.parameter}: {was} -> {change.verdict}{at}")
 
 
 def failure_line(failure: Failure) -> str:

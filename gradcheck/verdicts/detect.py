@@ -64,6 +64,7 @@ from gradcheck.verdicts.rules import (
     grad_to_weight,
     gradient_level,
     rank_nan,
+    rms_early_and_late,
 )
 from gradcheck.verdicts.rules.slow import run_updates, sgd_ratio
 from gradcheck.verdicts.signals import (
@@ -318,7 +319,7 @@ def run_context(
     early_levels, decays = [], []
     for p in parameters:
         if p.gradient is not None:
-            early, late, finite = early_and_late(p.gradient.rms, config)
+            early, late, finite = rms_early_and_late(p.gradient, config)
             early_levels.append(early)
             if finite.size >= 6 and early > 0:
                 decays.append(late / early)
@@ -452,7 +453,7 @@ def _typical_weight_rms(parameters: list[Parameter], config: Config) -> float:
     levels = []
     for p in parameters:
         if p.weight is not None:
-            early, _, _ = early_and_late(p.weight.rms, config)
+            early, _, _ = rms_early_and_late(p.weight, config)
             if early > 0:
                 levels.append(early)
     return median(levels) if levels else 0.0
@@ -607,7 +608,7 @@ def _update_series(weight: WeightSignal | None) -> StepSeries | None:
     if weight is None or weight.steps.size < 2:
         return None
     with np.errstate(divide="ignore", invalid="ignore"):
-        change = np.abs(np.diff(weight.norm)) / np.abs(weight.norm[:-1])
+        change = np.abs(weight.norm[1:] - weight.norm[:-1]) / np.abs(weight.norm[:-1])
     label = "weight norm change per step (relative)"
     return chart_series(label, weight.steps[1:], change, weight.bad_steps)
 

@@ -169,7 +169,7 @@ def _zero_share_at(histogram: HistogramSeries | None, steps: np.ndarray) -> np.n
     """The histogram's zero share at ``steps`` (nearest earlier histogram), 0 without one."""
     if histogram is None or not len(histogram):
         return np.zeros(steps.size)
-    position = np.clip(np.searchsorted(histogram.steps, steps, side="right") - 1, 0, None)
+    position = np.maximum(np.searchsorted(histogram.steps, steps, side="right") - 1, 0)
     return histogram.column("zero_share")[position]
 
 
@@ -292,7 +292,8 @@ def movement(weight: WeightSignal, run_spread: float) -> Movement | None:
     # distances' sums run in that order (numpy's and the C kernel's, see _grids_for_c)
     from_first = wasserstein_from_quantiles(grids, grids[0])
     updates = wasserstein_from_quantiles(grids[1:], grids[:-1])
-    gaps = np.diff(used(weight.steps)).astype(np.float64)
+    steps = used(weight.steps)
+    gaps = (steps[1:] - steps[:-1]).astype(np.float64)  # np.diff's subtraction, no dispatch
     norms = used(weight.norm)
     norm_scale = max(abs(float(norms[0])), scale * np.sqrt(max(weight.count, 1.0)))
     extremes = max(  # of the minimum and of the maximum
@@ -320,7 +321,7 @@ def sgd_update_ratio(
     steps, in_gradient, in_weight = common_steps(gradient.steps, weight.steps)
     if not steps.size or not lr_steps.size:
         return np.empty(0)
-    position = np.clip(np.searchsorted(lr_steps, steps, side="right") - 1, 0, None)
+    position = np.maximum(np.searchsorted(lr_steps, steps, side="right") - 1, 0)
     norm = weight.norm[in_weight]
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = lr_values[position] * gradient.norm[in_gradient] / norm

@@ -6,6 +6,7 @@ from gradcheck.verdicts.rules.base import (
     RunContext,
     early_and_late,
     gradient_level,
+    rms_early_and_late,
 )
 from gradcheck.verdicts.rules.exploding import align_layer_onsets, find_exploding, grad_to_weight
 from gradcheck.verdicts.rules.nan import find_nan, rank_nan
@@ -27,4 +28,5 @@ __all__ = [
     "grad_to_weight",
     "gradient_level",
     "rank_nan",
+    "rms_early_and_late",
 ]

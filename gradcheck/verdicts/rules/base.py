@@ -16,7 +16,7 @@ import numpy as np
 from gradcheck.model import Verdict
 from gradcheck.verdicts.config import Config
 from gradcheck.verdicts.numeric import median
-from gradcheck.verdicts.signals import GradientSignal, Movement, Parameter
+from gradcheck.verdicts.signals import GradientSignal, Movement, Parameter, WeightSignal
 
 BASE_SEVERITY: Mapping[Verdict, float] = {
     "nan": 4.0,
@@ -97,7 +97,8 @@ class RunContext:
     open_end: bool = False
     """The log is still being written (``gradcheck watch``): where a series ends now is not
     where the training stopped, so the rules that read a log's end as the training's end
-    (series stopping as the loss turns NaN; gradients finite again after an overflow) wait."""
+    (series stopping as the loss turns NaN; gradients finite again after an overflow: for
+    ``nan.OVERFLOW_RUN`` logged steps) wait."""
 
 
 def severity(verdict: Verdict, excess: float) -> float:
@@ -131,6 +132,19 @@ def early_and_late(values: np.ndarray, config: Config) -> tuple[float, float, np
     early = median(values[finite[:size]])
     late = median(values[finite[-size:]])
     return early, late, finite
+
+
+def rms_early_and_late(
+    signal: GradientSignal | WeightSignal, config: Config
+) -> tuple[float, float, np.ndarray]:
+    """``early_and_late(signal.rms, config)``, computed once per signal and config: the run
+    context and two vanishing rules ask for a gradient's, the context and the exploding rule
+    for a weight's (kept on the frozen signal, as ``functools.cached_property`` keeps a value)."""
+    memo = signal.__dict__.get("_rms_early_and_late")
+    if memo is None or memo[0] is not config:
+        memo = (config, early_and_late(signal.rms, config))
+        signal.__dict__["_rms_early_and_late"] = memo
+    return memo[1]
 
 
 def comparable(parameter: Parameter, context: RunContext) -> bool:

@@ -20,8 +20,8 @@ from gradcheck.verdicts.rules.base import (
     Finding,
     RunContext,
     baseline_size,
-    early_and_late,
     fmt,
+    rms_early_and_late,
     severity,
 )
 from gradcheck.verdicts.signals import Parameter, common_steps
@@ -292,13 +292,19 @@ def _loss_improved(context: RunContext, rise: Rise) -> bool:
 
 
 def grad_to_weight(parameter: Parameter) -> tuple[np.ndarray, np.ndarray]:
-    """Steps and gradient RMS / weight RMS at the steps both were logged."""
+    """Steps and gradient RMS / weight RMS at the steps both were logged; computed once per
+    parameter (the rule and the report both ask; kept on the frozen parameter, as
+    ``functools.cached_property`` keeps a value: not to be written to)."""
+    memo: tuple[np.ndarray, np.ndarray] | None = parameter.__dict__.get("_grad_to_weight")
+    if memo is not None:
+        return memo
     gradient, weight = parameter.gradient, parameter.weight
     if gradient is None or weight is None:
         return np.empty(0, dtype=np.int64), np.empty(0)
     steps, in_gradient, in_weight = common_steps(gradient.steps, weight.steps)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = gradient.rms[in_gradient] / weight.rms[in_weight]
+    parameter.__dict__["_grad_to_weight"] = steps, ratio
     return steps, ratio
 
 
@@ -331,7 +337,7 @@ def _weight_growth(parameter: Parameter, context: RunContext) -> Finding | None:
     weight = parameter.weight
     if weight is None or hints.parameter_kind(parameter.name) == "bn_moving":
         return None  # BatchNorm statistics follow the activations' scale: not learned weights
-    early, _, finite = early_and_late(weight.rms, context.config)
+    early, _, finite = rms_early_and_late(weight, context.config)
     if finite.size < 3:
         return None
     reference = max(early, context.typical_weight_rms)

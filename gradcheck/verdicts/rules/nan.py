@@ -11,7 +11,7 @@ import numpy as np
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.numeric import median
 from gradcheck.verdicts.rules.base import BASE_SEVERITY, Finding, RunContext
-from gradcheck.verdicts.signals import Parameter
+from gradcheck.verdicts.signals import GradientSignal, Parameter
 
 OVERFLOW_RUN = 3
 """Without a logged loss scale or weights to show the updates were skipped, non-finite
@@ -46,8 +46,8 @@ def transient_overflow(parameter: Parameter, context: RunContext) -> bool:
     """Non-finite gradients at isolated steps that training survived, as dynamic loss scaling
     (``torch.amp.GradScaler``, Keras ``LossScaleOptimizer``) leaves them: the optimizer skips
     those steps, so the weights stay finite, the loss stays finite, and the gradient is finite
-    again at its last logged step (in a log still being written, possibly at the next one);
-    at most :data:`OVERFLOW_SHARE` of the logged steps."""
+    again at its last logged step (in a log still being written: or may be, within
+    :data:`OVERFLOW_RUN` logged steps); at most :data:`OVERFLOW_SHARE` of the logged steps."""
     gradient, weight = parameter.gradient, parameter.weight
     if gradient is None or gradient.bad_steps.size == 0:
         return False
@@ -56,12 +56,26 @@ def transient_overflow(parameter: Parameter, context: RunContext) -> bool:
     if context.loss_nan_step is not None:
         return False
     last = int(gradient.steps[-1]) if gradient.steps.size else None
-    if last is None or (bool(np.isin(last, gradient.bad_steps)) and not context.open_end):
-        return False  # non-finite to the end: it never recovered (a log still written may)
+    if last is None:
+        return False
+    if bool(np.isin(last, gradient.bad_steps)) and not _may_recover(gradient, context):
+        return False  # non-finite to the end: it never recovered
     if gradient.bad_steps.size > OVERFLOW_SHARE * gradient.steps.size:
         return False
     shown_skipped = weight is not None or context.loss_scale_tag is not None
     return shown_skipped or _longest_bad_run(gradient.steps, gradient.bad_steps) <= OVERFLOW_RUN
+
+
+def _may_recover(gradient: GradientSignal, context: RunContext) -> bool:
+    """Whether gradients non-finite at the last logged step may still turn finite: only in a
+    log still being written, and for :data:`OVERFLOW_RUN` logged steps at most (an overflow
+    that dynamic loss scaling skips is over by then)."""
+    if not context.open_end:
+        return False
+    bad = np.isin(gradient.steps, gradient.bad_steps)
+    finite_at = np.flatnonzero(~bad)
+    trailing = bad.size - (int(finite_at[-1]) + 1 if finite_at.size else 0)
+    return trailing <= OVERFLOW_RUN
 
 
 def _longest_bad_run(steps: np.ndarray, bad_steps: np.ndarray) -> int:

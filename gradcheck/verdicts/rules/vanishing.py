@@ -12,9 +12,9 @@ from gradcheck.verdicts.rules.base import (
     Finding,
     RunContext,
     comparable,
-    early_and_late,
     fmt,
     gradient_level,
+    rms_early_and_late,
     severity,
 )
 from gradcheck.verdicts.signals import Parameter
@@ -85,7 +85,7 @@ def _layer_note(parameter: Parameter, level: float, context: RunContext) -> str:
 
 def _vanishing_absolute(parameter: Parameter, context: RunContext) -> Finding | Excuse | None:
     assert parameter.gradient is not None
-    early, _, _ = early_and_late(parameter.gradient.rms, context.config)
+    early, _, _ = rms_early_and_late(parameter.gradient, context.config)
     level = gradient_level(parameter)
     threshold = context.config.vanish_absolute
     if not max(early, layer_level(parameter, context)) < threshold:
@@ -189,7 +189,7 @@ def depth_threshold(context: RunContext, stalled_applies: bool = True) -> tuple[
 def _vanishing_decay(parameter: Parameter, context: RunContext) -> Finding | None:
     assert parameter.gradient is not None
     config = context.config
-    early, late, finite = early_and_late(parameter.gradient.rms, config)
+    early, late, finite = rms_early_and_late(parameter.gradient, config)
     if finite.size < 6 or not early > 0:
         return None
     decay = late / early
