@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -24,7 +24,7 @@ from gradcheck.engine.pool import map_shared, read_files
 from gradcheck.errors import InputError
 from gradcheck.events.discover import discover
 from gradcheck.events.steps import StepWindow
-from gradcheck.events.storage import file_size
+from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size
 from gradcheck.model import (
     FileInfo,
     Report,
@@ -51,17 +51,20 @@ def analyze(
     steps: StepWindow | None = None,
     progress: ProgressCallback | None = None,
     jobs: int | None = None,
+    storage_options: Mapping[str, object] | None = None,
 ) -> Report:
     """Analyse the event files under ``paths`` and return the report of every run.
 
     ``jobs``: processes reading files in parallel (None: one per CPU; 1: no pool).
+    ``storage_options``: fsspec options for URLs (``endpoint_url``, ``anon``...).
 
     Raises ``InputError`` for a missing path, no event file, no run or parameter matching the
     globs, or when no histogram or scalar can be read at all (exit status 2 in the CLI).
     """
     window = steps if steps is not None else StepWindow()
-    runs = select_runs(discover(paths), run_glob)
-    parts_by_run = read_runs(runs, window, progress, jobs)
+    storage = StorageOptions.of(storage_options)
+    runs = select_runs(discover(paths, storage), run_glob)
+    parts_by_run = read_runs(runs, window, progress, jobs, storage)
     _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
     reports = judge_runs(runs, parts_by_run, config, rules, jobs)
     return Report(
@@ -129,13 +132,17 @@ def _coverage(run: RunReport) -> str:
 
 
 def read_runs(
-    runs: Sequence[Run], window: StepWindow, progress: ProgressCallback | None, jobs: int | None
+    runs: Sequence[Run],
+    window: StepWindow,
+    progress: ProgressCallback | None,
+    jobs: int | None,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> list[list[FilePart]]:
     """Every file of ``runs`` reduced (the map step: one independent task per file, or byte
     range of a big file), grouped by run, in file order."""
-    tracker = _ProgressTracker(runs, progress)
+    tracker = _ProgressTracker(runs, progress, storage)
     files = [(path, run.path) for run in runs for path in run.files]
-    parts = iter(read_files(files, window, tracker, jobs))
+    parts = iter(read_files(files, window, tracker, jobs, storage))
     parts_by_run = [[next(parts) for _ in run.files] for run in runs]
     tracker.finish()
     return parts_by_run
@@ -157,15 +164,18 @@ def load_runs(
     steps: StepWindow | None = None,
     progress: ProgressCallback | None = None,
     jobs: int | None = None,
+    storage_options: Mapping[str, object] | None = None,
 ) -> list[LoadedRun]:
-    """The one run under each of ``paths``, read and judged.
+    """The one run under each of ``paths``, read and judged (``storage_options``: as for
+    :func:`analyze`).
 
     Raises ``InputError`` when a path holds no run or several (naming them), or when a run
     has no histogram or scalar in the step window.
     """
     window = steps if steps is not None else StepWindow()
-    runs = [_only_run(path) for path in paths]
-    parts_by_run = read_runs(runs, window, progress, jobs)
+    storage = StorageOptions.of(storage_options)
+    runs = [_only_run(path, storage) for path in paths]
+    parts_by_run = read_runs(runs, window, progress, jobs, storage)
     loaded = []
     for path, run, parts in zip(paths, runs, parts_by_run, strict=True):
         _check_readable([path], parts, window)
@@ -174,9 +184,9 @@ def load_runs(
     return loaded
 
 
-def _only_run(path: str) -> Run:
+def _only_run(path: str, storage: StorageOptions = NO_OPTIONS) -> Run:
     """The single run under ``path``; InputError naming what was found otherwise."""
-    runs = discover([path])
+    runs = discover([path], storage)
     if len(runs) != 1:
         found = ", ".join(run.path for run in runs[:5]) + (", ..." if len(runs) > 5 else "")
         raise InputError(f"{path} holds {len(runs)} runs ({found}): give the directory of one run")
@@ -229,9 +239,14 @@ def _judged_data(
 class _ProgressTracker:
     """Turns per-file byte offsets into overall ``(bytes_done, bytes_total)`` reports."""
 
-    def __init__(self, runs: Sequence[Run], progress: ProgressCallback | None) -> None:
+    def __init__(
+        self,
+        runs: Sequence[Run],
+        progress: ProgressCallback | None,
+        storage: StorageOptions = NO_OPTIONS,
+    ) -> None:
         self._progress = progress
-        self._sizes = [_size(path) for run in runs for path in run.files]
+        self._sizes = [_size(path, storage) for run in runs for path in run.files]
         self._total = sum(self._sizes)
         self._finished = 0  # bytes of files completely read
         self._file = -1
@@ -262,10 +277,10 @@ class _ProgressTracker:
             self._progress(self._finished + offset, self._total)
 
 
-def _size(path: str) -> int:
+def _size(path: str, storage: StorageOptions = NO_OPTIONS) -> int:
     """File size in bytes, 0 when it cannot be read (the reader reports why)."""
     try:
-        return file_size(path)
+        return file_size(path, storage)
     except OSError:
         return 0
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, Protocol, TypeVar
 from gradcheck.engine import fastpath
 from gradcheck.engine.parts import FilePart, file_part, reduce_file, reduce_range
 from gradcheck.events.steps import StepWindow
-from gradcheck.events.storage import file_size
+from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size
 
 if TYPE_CHECKING:  # imported where used: a run read by one or two processes needs none
     import multiprocessing.context
@@ -95,6 +95,7 @@ class _Task:
     limit: int = -1
     split: bool = False
     assumed: Mapping[str, str] | None = None  # a range after the first: plugins known before it
+    storage: StorageOptions = NO_OPTIONS  # the options for a URL
 
 
 DEFAULT_JOBS_MAX = 8
@@ -114,26 +115,34 @@ def default_jobs() -> int:
 
 
 def read_files(
-    files: Sequence[tuple[str, str]], window: StepWindow, progress: Progress, jobs: int | None
+    files: Sequence[tuple[str, str]],
+    window: StepWindow,
+    progress: Progress,
+    jobs: int | None,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> list[FilePart]:
-    """The :class:`FilePart` of every ``(path, run)``, in order, on up to ``jobs`` processes."""
+    """The :class:`FilePart` of every ``(path, run)``, in order, on up to ``jobs`` processes
+    (``storage``: the options for URLs, sent with each task)."""
     jobs = default_jobs() if jobs is None else jobs
-    sizes = [_size(path) for path, _ in files]
+    sizes = [_size(path, storage) for path, _ in files]
     if jobs <= 1 or sum(sizes) < POOL_MIN_BYTES:
-        return _read_here(files, window, progress)
-    tasks = _plan(files, sizes, jobs)
+        return _read_here(files, window, progress, storage)
+    tasks = _plan(files, sizes, jobs, storage)
     if len(tasks) < 2:
-        return _read_here(files, window, progress)
+        return _read_here(files, window, progress, storage)
     if _forks():  # this process and forked children
         return _assemble(_forked(tasks, window, progress, jobs), tasks, files, window)
     return _in_pool(files, tasks, window, progress, jobs)
 
 
 def _read_here(
-    files: Sequence[tuple[str, str]], window: StepWindow, progress: Progress
+    files: Sequence[tuple[str, str]],
+    window: StepWindow,
+    progress: Progress,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> list[FilePart]:
     """Every file read in this process, one after the other."""
-    return [reduce_file(path, run, window, progress.reporter()) for path, run in files]
+    return [reduce_file(path, run, window, progress.reporter(), storage) for path, run in files]
 
 
 def _forks() -> bool:
@@ -157,10 +166,15 @@ def _in_pool(
         with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=_context()) as pool:
             return _gather(pool, tasks, files, window, progress)
     except (BrokenProcessPool, OSError):  # no worker could start, or one died: read here
-        return _read_here(files, window, progress)
+        return _read_here(files, window, progress, tasks[0].storage)
 
 
-def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int], jobs: int) -> list[_Task]:
+def _plan(
+    files: Sequence[tuple[str, str]],
+    sizes: Sequence[int],
+    jobs: int,
+    storage: StorageOptions = NO_OPTIONS,
+) -> list[_Task]:
     """One task per file; a big file in byte ranges (:func:`plan_pieces`), when the C engine
     can read them. A range starting after the file's head assumes the plugins learnt there."""
     split = fastpath.available()
@@ -169,12 +183,12 @@ def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int], jobs: int) -> 
     for number, ((path, run), size) in enumerate(zip(files, sizes, strict=True)):
         boundaries: list[int] = []
         if split and size >= SPLIT_SIZE and plan_pieces(size, share, None) > 1:
-            plugins, records, scanned = fastpath.scan_head(path, run, fastpath.HEAD_BYTES)
+            plugins, records, scanned = fastpath.scan_head(path, run, fastpath.HEAD_BYTES, storage)
             pieces = plan_pieces(size, share, estimated_seconds(size, records, scanned))
             if pieces > 1:
-                boundaries = fastpath.split_offsets(path, size, pieces)
+                boundaries = fastpath.split_offsets(path, size, pieces, storage)
         if not boundaries:
-            tasks.append(_Task(number, path, run))
+            tasks.append(_Task(number, path, run, storage=storage))
             continue
         for start, limit in zip([0, *boundaries], [*boundaries, -1], strict=True):
             assumed = (  # the head read above, unless the range starts inside it
@@ -182,9 +196,11 @@ def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int], jobs: int) -> 
                 if start == 0
                 else plugins
                 if start >= fastpath.HEAD_BYTES
-                else fastpath.head_plugins(path, run, start)
+                else fastpath.head_plugins(path, run, start, storage)
             )
-            tasks.append(_Task(number, path, run, start, limit, split=True, assumed=assumed))
+            tasks.append(
+                _Task(number, path, run, start, limit, True, assumed, storage)  # a range
+            )
     return tasks
 
 
@@ -221,7 +237,7 @@ def _assemble(
         if tasks[at].split:
             ranges = [future.result() for future in futures[at:end]]
             boundaries = [task.start for task in tasks[at + 1 : end]]
-            parts.append(_joined(ranges, boundaries, path, run, window))
+            parts.append(_joined(ranges, boundaries, path, run, window, tasks[at].storage))
         else:
             parts.append(futures[at].result())
         at = end
@@ -231,8 +247,10 @@ def _assemble(
 def _run(task: _Task, window: StepWindow) -> fastpath.RangeResult | FilePart:
     """One task's result (in this process, the forked child or a pool worker)."""
     if task.split:
-        return reduce_range(task.path, task.run, window, task.start, task.limit, task.assumed)
-    return reduce_file(task.path, task.run, window)
+        return reduce_range(
+            task.path, task.run, window, task.start, task.limit, task.assumed, task.storage
+        )
+    return reduce_file(task.path, task.run, window, storage=task.storage)
 
 
 class _Result(Protocol):
@@ -680,11 +698,12 @@ def _joined(
     path: str,
     run: str,
     window: StepWindow,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> FilePart:
     """The ranges of one file joined, or the file read again when they cannot be exactly."""
     joined = fastpath.join_ranges(ranges, boundaries)
     if joined is None:
-        return reduce_file(path, run, window)
+        return reduce_file(path, run, window, storage=storage)
     return file_part(joined, path, run)
 
 
@@ -694,14 +713,14 @@ def _advance(progress: Progress, size: int, _: Future) -> None:  # type: ignore[
 
 
 def _task_bytes(task: _Task) -> int:
-    end = task.limit if task.limit >= 0 else _size(task.path)
+    end = task.limit if task.limit >= 0 else _size(task.path, task.storage)
     return max(0, end - task.start)
 
 
-def _size(path: str) -> int:
+def _size(path: str, storage: StorageOptions = NO_OPTIONS) -> int:
     """File size in bytes, 0 when it cannot be read (the reader reports why)."""
     try:
-        return file_size(path)
+        return file_size(path, storage)
     except OSError:
         return 0
 
