@@ -251,9 +251,9 @@ def storage_option(function: Callable[..., Any]) -> Callable[..., Any]:
         "--storage-option",
         "storage_options",
         multiple=True,
-        metavar="KEY=VALUE",
-        help="An fsspec option for s3://, gs://... paths, e.g. endpoint_url=URL or anon=true"
-        " (repeatable; no secrets: credentials come from the environment).",
+        metavar="K=V",
+        help="An fsspec option for URLs (s3://...), e.g. endpoint_url=URL or anon=true"
+        " (repeatable; no secrets).",
     )(function)
 
 
