@@ -1,12 +1,14 @@
 """Reading logs from object storage (issue 20): the local S3 server against local disk.
 
-Starts moto's S3 server (``ThreadedMotoServer``, the one the tests use) on 127.0.0.1 in this
-process, uploads the bench logs (``bench/gen.py``: ``bench/data/tensor-160MB`` and
-``histo-160MB`` by default) and times ``gradcheck analyze --format json`` end to end, each run
-in its own process, alternating the local path and the ``s3://`` URL (``--jobs 1`` and the
-default jobs). gradcheck and the server then share the machine's cores, as they would not in
-production. It also times what the server alone costs: one GET of the whole object, and GETs
-of 16 MB ranges (gradcheck's block) read back to back, through s3fs.
+Starts moto's S3 server (``python -m moto.server``, the server the tests run in a thread) on
+127.0.0.1 in a process of its own, uploads the bench logs (``bench/gen.py``:
+``bench/data/tensor-160MB`` and ``histo-160MB`` by default) and times ``gradcheck analyze
+--format json`` end to end, each run in its own process, alternating the local path and the
+``s3://`` URL (``--jobs 1`` and the default jobs); the reports must be the same. gradcheck and
+the server share the machine's cores, as they would not in production (the server is Python:
+werkzeug, one thread per request). It also times what the server alone costs: one GET of the
+whole object, and GETs of 16 MB ranges (gradcheck's window) back to back, through s3fs from
+this process, against reading the file from disk.
 
     .venv/bin/python bench/gen.py --sizes 160MB --multi ''
     .venv/bin/python bench/remote.py --repeats 5
@@ -15,8 +17,8 @@ of 16 MB ranges (gradcheck's block) read back to back, through s3fs.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -38,15 +40,15 @@ def main() -> None:
     os.environ.update(
         AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1"
     )
-    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+    port = _free_port()
+    server = subprocess.Popen(  # its own process: the GIL is not shared with the client
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
     try:
+        _wait_for(port)
         logs = [Path(arguments.data) / name for name in arguments.logs.split(",")]
         _upload(endpoint, logs)
         for log in logs:
@@ -54,7 +56,23 @@ def main() -> None:
             for jobs in arguments.jobs.split(","):
                 _end_to_end(endpoint, log, jobs, arguments.repeats)
     finally:
-        server.stop()
+        server.terminate()
+        server.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_for(port: int) -> None:
+    for _ in range(100):
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise SystemExit(f"the S3 server did not start on port {port}")
 
 
 def _upload(endpoint: str, logs: list[Path]) -> None:
@@ -83,7 +101,10 @@ def _server_alone(endpoint: str, log: Path, repeats: int) -> None:
         assert len(fs.cat_file(key)) == size
         whole.append(time.perf_counter() - start)
         start = time.perf_counter()
-        got = sum(len(fs.cat_file(key, start=at, end=min(size, at + block))) for at in range(0, size, block))
+        got = sum(
+            len(fs.cat_file(key, start=at, end=min(size, at + block)))
+            for at in range(0, size, block)
+        )
         assert got == size
         ranges.append(time.perf_counter() - start)
         start = time.perf_counter()
