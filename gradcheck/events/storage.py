@@ -246,11 +246,11 @@ def _storage_errors(url: str, storage: StorageOptions) -> Iterator[None]:
 
 
 def _redacted(text: str, storage: StorageOptions) -> str:
-    """``text`` with every option value replaced by ``<redacted>``."""
+    """``text`` with every text option value (an endpoint, a profile, a region) replaced by
+    ``<redacted>``; numbers and flags are left, lest every ``True`` in a message go."""
     for _, value in storage.items:
-        shown = str(value)
-        if len(shown) >= 3:
-            text = text.replace(shown, "<redacted>")
+        if isinstance(value, str) and len(value) >= 3:
+            text = text.replace(value, "<redacted>")
     return text
 
 
