@@ -194,10 +194,15 @@ def test_memory_reports_equal_local_reports(
 
 
 def test_worker_processes_and_byte_ranges_read_s3(
-    s3_endpoint: str, here: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    s3_endpoint: str,
+    here: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Forked readers and files cut in byte ranges (thresholds lowered to the sample logs'
-    sizes) read the URLs themselves, with the options their tasks carry."""
+    sizes) read the URLs themselves, with the options their tasks carry, and ask no file
+    for its size or ETag again (the listing's details go with them)."""
     expected = _all_formats(tmp_path / "one", f"{LOCAL_FOR_S3}/sample_runs", "-j", "1")
     monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)
     monkeypatch.setattr(pool, "SPLIT_SIZE", 0)
@@ -206,9 +211,12 @@ def test_worker_processes_and_byte_ranges_read_s3(
     plan = pool._plan
     monkeypatch.setattr(pool, "_plan", lambda *a: planned.append(len(p := plan(*a))) or p)
     endpoint = f"--storage-option=endpoint_url={s3_endpoint}"
+    caplog.set_level(logging.INFO, logger="werkzeug")
     remote = _all_formats(tmp_path / "s3", f"{S3_ROOT}/sample_runs", "-j", "2", endpoint)
     assert planned and planned[0] > 7  # 7 files, cut in ranges
     assert_same_reports(expected, remote, S3_ROOT, LOCAL_FOR_S3)
+    heads = [r.getMessage() for r in caplog.records if "HEAD /" in r.getMessage()]
+    assert len(heads) <= 1, heads  # the root's, if any: none per file in the workers
 
 
 def test_s3_is_read_in_blocks_and_listed_once(

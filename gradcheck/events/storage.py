@@ -112,6 +112,8 @@ def open_binary(path: str, storage: StorageOptions = NO_OPTIONS) -> BinaryIO:
     extra = {"size": _sizes[path]} if path in _sizes and _knows_size(fs) else {}
     with _storage_errors(path, storage):
         stream = fs.open(inner, "rb", block_size=BLOCK_SIZE, **CACHE, **extra)
+    if path in _details and getattr(stream, "_details", False) is None:
+        stream._details = _details[path]  # what fsspec would ask again (ETag...) in a worker
     return stream  # type: ignore[no-any-return]
 
 
@@ -166,6 +168,7 @@ def list_url(root: str, storage: StorageOptions = NO_OPTIONS) -> list[tuple[str,
             continue
         url = prefix + name[len(base) :]
         _sizes[url] = int(details.get("size") or 0)
+        _details[url] = details
         files.append((url, _sizes[url]))
     return files
 
@@ -173,6 +176,9 @@ def list_url(root: str, storage: StorageOptions = NO_OPTIONS) -> list[tuple[str,
 _sizes: dict[str, int] = {}
 """Sizes of URLs already listed or asked for: no second request per file (forked workers
 inherit it)."""
+_details: dict[str, dict[str, Any]] = {}
+"""The listing's details of each file (s3fs checks the ETag on each read): a forked worker's
+new filesystem object would otherwise ask for them again, a HEAD per file."""
 
 
 _OPEN_TAKES_SIZE = {"s3", "http", "https"}
