@@ -219,20 +219,31 @@ def test_worker_processes_and_byte_ranges_read_s3(
     assert len(heads) <= 1, heads  # the root's, if any: none per file in the workers
 
 
-def test_s3_is_read_in_blocks_and_listed_once(
+@pytest.mark.parametrize("streamed", [True, False], ids=["one-streaming-GET", "ranged-GETs"])
+def test_s3_is_read_in_windows_and_listed_once(
+    streamed: bool,
     s3_endpoint: str,
     here: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Each file is fetched in ranges of about a block (records cut across blocks read as
-    in one piece), the runs are found with one recursive listing, and no file is asked its
-    size: the requests the server saw."""
+    """Each file is read a reader's window at a time (64 kB here, so that records are cut
+    across windows), through one streaming GET per file (or, through fsspec's file, one
+    ranged GET per window); the runs are found with one recursive listing, and no file is
+    asked its size: the requests the server saw."""
     expected = _all_formats(tmp_path / "local", f"{LOCAL_FOR_S3}/sample_runs", "-j", "1")
-    block = 64 << 10
-    monkeypatch.setattr(storage, "BLOCK_SIZE", block)
-    monkeypatch.setattr("gradcheck.engine.fastpath.CHUNK", block)
+    window = 64 << 10
+    monkeypatch.setattr(storage, "STREAM_S3", streamed)
+    monkeypatch.setattr("gradcheck.engine.fastpath.CHUNK", window)
+    taken: list[int] = []
+    take = storage._StreamedS3File._take
+
+    async def taking(self, count):  # type: ignore[no-untyped-def]
+        taken.append(count)
+        return await take(self, count)
+
+    monkeypatch.setattr(storage._StreamedS3File, "_take", taking)
     storage._sizes.clear()
     caplog.set_level(logging.INFO, logger="werkzeug")
     endpoint = f"--storage-option=endpoint_url={s3_endpoint}"
@@ -244,17 +255,16 @@ def test_s3_is_read_in_blocks_and_listed_once(
     heads = [path for method, path in requests if method == "HEAD"]
     gets = [path for method, path in requests if method == "GET" and "?" not in path]
     assert len(lists) <= 2 and len(heads) <= 1, requests  # the root's info, one listing
-    sizes = [
-        len(data)
-        for name, data in _files(here / LOCAL_FOR_S3 / "sample_runs")
-        if "tfevents" in name
-    ]
+    files = _files(here / LOCAL_FOR_S3 / "sample_runs")
+    sizes = [len(data) for name, data in files if "tfevents" in name]
     assert len(set(gets)) == len(sizes) == 7
-    assert (
-        sum(-(-size // (2 * block)) for size in sizes)
-        <= len(gets)
-        <= sum(-(-size // block) for size in sizes) + len(sizes)
-    )
+    windows = sum(-(-size // window) for size in sizes)
+    if streamed:
+        assert len(gets) == 7  # one request a file
+        assert windows <= len(taken) and max(taken) <= window
+    else:
+        assert not taken
+        assert windows // 2 <= len(gets) <= windows + len(sizes)
 
 
 def test_inspect_and_compare_read_urls(s3_endpoint: str, here: Path) -> None:
