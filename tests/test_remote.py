@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 
 from gradcheck import cli
 from gradcheck.engine import pool
-from gradcheck.events import storage
+from gradcheck.events import s3_stream, storage
 from gradcheck.report import FORMATS
 from gradcheck.report.interface import Env
 from gradcheck.status import ExitStatus
@@ -237,13 +237,13 @@ def test_s3_is_read_in_windows_and_listed_once(
     monkeypatch.setattr(storage, "STREAM_S3", streamed)
     monkeypatch.setattr("gradcheck.engine.fastpath.CHUNK", window)
     taken: list[int] = []
-    take = storage._StreamedS3File._take
+    take = s3_stream.StreamedS3File._take
 
     async def taking(self, count):  # type: ignore[no-untyped-def]
         taken.append(count)
         return await take(self, count)
 
-    monkeypatch.setattr(storage._StreamedS3File, "_take", taking)
+    monkeypatch.setattr(s3_stream.StreamedS3File, "_take", taking)
     storage._sizes.clear()
     caplog.set_level(logging.INFO, logger="werkzeug")
     endpoint = f"--storage-option=endpoint_url={s3_endpoint}"

@@ -9,22 +9,21 @@ backends' own chains). The decoder only ever sees a binary stream.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from gradcheck.errors import InputError
 
 BLOCK_SIZE = 16 << 20
-"""fsspec's block size for remote files. With :data:`CACHE` ``none`` each read of the
-reader's window (16 MB at a time in the C engine, 8 MB in the reference reader) is one ranged
-GET of exactly that many bytes: the whole file is never downloaded, and memory is what it is
-for a local file."""
+"""fsspec's block size for remote files other than S3's (``s3_stream.StreamedS3File``). With
+:data:`CACHE` ``none`` each read of the reader's window (16 MB at a time in the C engine, 8 MB
+in the reference reader) is one ranged GET of exactly that many bytes: the whole file is never
+downloaded, and memory is what it is for a local file."""
 
 CACHE: dict[str, Any] = {"cache_type": "none"}
 """How fsspec caches what it fetched: not at all, the reader's window is the cache (measured
@@ -111,9 +110,11 @@ def open_binary(path: str, storage: StorageOptions = NO_OPTIONS) -> BinaryIO:
         return open(path, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
     fs, inner = _filesystem(path, storage)
     if STREAM_S3 and _protocols(fs) & {"s3"}:
-        return _StreamedS3File(fs, inner, file_size(path, storage), storage)  # type: ignore[return-value]
+        from gradcheck.events.s3_stream import StreamedS3File
+
+        return StreamedS3File(fs, inner, file_size(path, storage), storage)  # type: ignore[return-value]
     extra = {"size": _sizes[path]} if path in _sizes and _knows_size(fs) else {}
-    with _storage_errors(path, storage):
+    with storage_errors(path, storage):
         stream = fs.open(inner, "rb", block_size=BLOCK_SIZE, **CACHE, **extra)
     if path in _details and getattr(stream, "_details", False) is None:
         stream._details = _details[path]  # what fsspec would ask again (ETag...) in a worker
@@ -127,7 +128,7 @@ def file_size(path: str, storage: StorageOptions = NO_OPTIONS) -> int:
     if path in _sizes:
         return _sizes[path]
     fs, inner = _filesystem(path, storage)
-    with _storage_errors(path, storage):
+    with storage_errors(path, storage):
         size = int(fs.size(inner))
     _sizes[path] = size
     return size
@@ -150,7 +151,7 @@ def list_url(root: str, storage: StorageOptions = NO_OPTIONS) -> list[tuple[str,
     exist or cannot be listed."""
     fs, inner = _filesystem(root, storage)
     try:
-        with _storage_errors(root, storage):
+        with storage_errors(root, storage):
             info = fs.info(inner)
             if info.get("type") != "directory":
                 _sizes[root] = int(info.get("size") or 0)
@@ -198,97 +199,8 @@ def _protocols(fs: Any) -> set[str]:
 
 
 STREAM_S3 = True
-"""Read an S3 object through one streaming GET per pass (:class:`_StreamedS3File`), not a
-ranged GET per reader window."""
-
-
-class _StreamedS3File(io.RawIOBase):
-    """An S3 object read front to back through one streaming GET (``Range: bytes=N-``, from
-    where a seek lands), ``read(n)`` taking ``n`` bytes off the response as they come: one
-    request per pass over the file instead of one per 16 MB window, memory one window. A seek
-    back into the bytes last read (the reader's window keeps a record's start) costs nothing.
-
-    Measured on the local moto server, which copies the whole object for every request (a
-    1 MB range of a 160 MB object: 151 ms): see bench/README.md.
-    """
-
-    def __init__(self, fs: Any, path: str, size: int, storage: StorageOptions) -> None:
-        super().__init__()
-        self.fs, self.path, self.size, self.storage = fs, path, size, storage
-        self._position = 0  # where the next read starts
-        self._body: Any = None  # the open response, at offset ``_body_at``
-        self._body_at = 0
-        self._last = b""  # the bytes last taken off the response, from offset ``_last_at``
-        self._last_at = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._position
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self.size}[whence]
-        self._position = max(0, base + offset)
-        return self._position
-
-    def read(self, size: int | None = -1) -> bytes:
-        end = self.size if size is None or size < 0 else min(self.size, self._position + size)
-        parts = []
-        if self._last_at <= self._position < self._last_at + len(self._last):
-            parts.append(self._last[self._position - self._last_at : end - self._last_at])
-            self._position += len(parts[-1])
-        if self._position < end:
-            with _storage_errors(f"s3://{self.path}", self.storage):
-                if self._body is None or self._body_at != self._position:
-                    self._open_at(self._position)
-                data = self._sync(self._take, end - self._position)
-            self._last, self._last_at = data, self._position
-            self._body_at += len(data)
-            self._position += len(data)
-            parts.append(data)
-        return b"".join(parts) if len(parts) != 1 else parts[0]
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self._drop()
-        super().close()
-
-    def _open_at(self, offset: int) -> None:
-        self._drop()
-        bucket, key, _ = self.fs.split_path(self.path)
-        response = self._sync(
-            self.fs._call_s3, "get_object", Bucket=bucket, Key=key, Range=f"bytes={offset}-"
-        )
-        self._body, self._body_at = response["Body"], offset
-
-    async def _take(self, count: int) -> bytes:
-        chunks, got = [], 0
-        while got < count:
-            chunk = await self._body.read(count - got)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
-
-    def _drop(self) -> None:
-        if self._body is not None:
-            body, self._body = self._body, None
-            with suppress(Exception):  # closed on the loop's thread, as aiohttp wants
-                self._sync(body.aclose) if hasattr(body, "aclose") else body.close()
-
-    def _sync(self, function: Any, *args: Any, **kwargs: Any) -> Any:
-        from fsspec.asyn import sync
-
-        return sync(self.fs.loop, function, *args, **kwargs)
+"""Read an S3 object through one streaming GET per pass (``s3_stream.StreamedS3File``), not
+a ranged GET per reader window."""
 
 
 def _filesystem(url: str, storage: StorageOptions) -> tuple[Any, str]:
@@ -331,7 +243,7 @@ def _scheme(url: str) -> str:
 
 
 @contextmanager
-def _storage_errors(url: str, storage: StorageOptions) -> Iterator[None]:
+def storage_errors(url: str, storage: StorageOptions) -> Iterator[None]:
     """What a storage library raises, as the pipeline knows it: ``FileNotFoundError`` as is,
     missing credentials as ``InputError``, anything else as ``OSError`` (which readers report
     as an unreadable file), with every option value redacted from the message."""
