@@ -11,6 +11,7 @@ import os
 import signal
 import stat
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -35,9 +36,11 @@ from gradcheck.verdicts.gate import (
 )
 
 if TYPE_CHECKING:
+    from gradcheck.engine.pool import Workers
     from gradcheck.model import Comparison, Report, Verdict
     from gradcheck.tags import TagRules
     from gradcheck.verdicts.config import Config
+    from gradcheck.watch import Update, Watcher
 
 FORMAT_CHOICES = ("table", "json", "markdown", "csv", "github", "junit", "html")
 INSPECT_FORMAT_CHOICES = ("table", "json")
@@ -230,10 +233,16 @@ def pattern_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def jobs_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``--jobs N`` and ``--no-progress``."""
+    """``--jobs N``, ``--scheduler ADDRESS`` and ``--no-progress``."""
     function = click.option("--no-progress", is_flag=True, help="No progress bar on stderr.")(
         function
     )
+    function = click.option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Send the work to a Dask cluster: its scheduler's address (tcp://HOST:8786), or"
+        " local[:N] for N worker processes on this machine (needs gradcheck[dask]).",
+    )(function)
     return click.option(
         "--jobs",
         "-j",
@@ -321,6 +330,12 @@ def cli() -> None:
 @click.option("--all", "show_all", is_flag=True, help="List every parameter, healthy ones too.")
 @click.option("--layer", metavar="GLOB", help="Only parameters whose name or tag matches GLOB.")
 @click.option("--run", "run_glob", metavar="GLOB", help="Only runs whose path matches GLOB.")
+@click.option(
+    "--sweep/--no-sweep",
+    default=None,
+    help="Show the sweep view above the runs (default: for 6+ runs with hyperparameters, "
+    "or 12+ runs).",
+)
 @steps_option
 @config_option
 @pattern_options
@@ -339,11 +354,13 @@ def analyze(
     show_all: bool,
     layer: str | None,
     run_glob: str | None,
+    sweep: bool | None,
     steps: str | None,
     config_path: str | None,
     grad_pattern: str | None,
     weight_pattern: str | None,
     jobs: int | None,
+    scheduler: str | None,
     no_progress: bool,
     storage_options: tuple[str, ...],
 ) -> ExitStatus:
@@ -359,7 +376,7 @@ def analyze(
     config, rules = _settings(config_path, grad_pattern, weight_pattern)
     failing = parse_fail_on(fail_on or config.fail_on or DEFAULT_FAIL_ON)
     window = StepWindow.parse(steps) if steps is not None else None
-    with _progress(env, enabled=not no_progress) as progress:
+    with _workers(jobs, scheduler) as workers, _progress(env, enabled=not no_progress) as progress:
         report = run_analysis(
             list(paths),
             config=config,
@@ -369,6 +386,8 @@ def analyze(
             steps=window,
             progress=progress,
             jobs=jobs,
+            workers=workers,
+            sweep=sweep,
             storage_options=_storage_options(storage_options),
         )
     options = FormatOptions(top=top, show_all=show_all, fail_on=failing)
@@ -458,6 +477,7 @@ def compare(
     grad_pattern: str | None,
     weight_pattern: str | None,
     jobs: int | None,
+    scheduler: str | None,
     no_progress: bool,
     storage_options: tuple[str, ...],
 ) -> ExitStatus:
@@ -475,7 +495,7 @@ def compare(
     env = _env(ctx)
     config, rules = _settings(config_path, grad_pattern, weight_pattern)
     window = StepWindow.parse(steps) if steps is not None else None
-    with _progress(env, enabled=not no_progress) as progress:
+    with _workers(jobs, scheduler) as workers, _progress(env, enabled=not no_progress) as progress:
         run_a_data, run_b_data = load_runs(
             [run_a, run_b],
             config=config,
@@ -483,6 +503,7 @@ def compare(
             steps=window,
             progress=progress,
             jobs=jobs,
+            workers=workers,
             storage_options=_storage_options(storage_options),
         )
     comparison = compare_runs(run_a_data, run_b_data, config=config, rules=rules, layer_glob=layer)
@@ -492,6 +513,219 @@ def compare(
         say(f"wrote {format_name} comparison to {output}")
     diverged = any(parameter.diverges for parameter in comparison.parameters)
     return ExitStatus.FINDINGS if fail_on_divergence and diverged else ExitStatus.OK
+
+
+WATCH_EXIT_STATUS_HELP = """\b
+Exit status:
+  0  --until-idle seconds passed without new data (the training ended)
+     and no finding in --fail-on
+  1  a finding in --fail-on appeared (printed on stderr)
+  2  usage, input or output error (bad option, nothing readable at the end)
+  3  internal error (a bug: rerun with --debug and report it)
+  4  nothing to judge at the end: no run logs weights or gradients
+  130  interrupted (Ctrl-C, SIGINT): the last report is printed
+  143  terminated (SIGTERM)"""
+
+
+@cli.command(epilog=WATCH_EXIT_STATUS_HELP)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.05),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds between two looks at the event files.",
+)
+@click.option(
+    "--fail-on",
+    show_default=DEFAULT_FAIL_ON,
+    metavar="LIST",
+    help="Exit 1 as soon as one of these verdicts appears (as analyze's --fail-on).",
+)
+@click.option(
+    "--until-idle",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Exit once SECONDS pass without new data (default: until a finding or Ctrl-C).",
+)
+@click.option(
+    "--format",
+    "format_name",
+    type=click.Choice(("table", "json")),
+    default="table",
+    show_default=True,
+    metavar="FORMAT",
+    help="table: a live view on a terminal; json: one JSON line per update.",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=DEFAULT_TOP,
+    show_default=True,
+    metavar="N",
+    help="List at most N findings per run.",
+)
+@click.option("--layer", metavar="GLOB", help="Only parameters whose name or tag matches GLOB.")
+@click.option("--run", "run_glob", metavar="GLOB", help="Only runs whose path matches GLOB.")
+@steps_option
+@config_option
+@pattern_options
+@debug_option
+@click.pass_context
+def watch(
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    interval: float,
+    fail_on: str | None,
+    until_idle: float | None,
+    format_name: str,
+    top: int,
+    layer: str | None,
+    run_glob: str | None,
+    steps: str | None,
+    config_path: str | None,
+    grad_pattern: str | None,
+    weight_pattern: str | None,
+) -> ExitStatus:
+    """Follow the event files under PATH... while a training writes them.
+
+    Reads only the bytes appended since the last look (new files and runs too) and judges
+    the log so far as analyze would: a live table on a terminal, JSON lines otherwise.
+    """
+    from gradcheck.events.steps import StepWindow
+    from gradcheck.watch import Watcher
+
+    env = _env(ctx)
+    config, rules = _settings(config_path, grad_pattern, weight_pattern)
+    failing = parse_fail_on(fail_on or config.fail_on or DEFAULT_FAIL_ON)
+    window = StepWindow.parse(steps) if steps is not None else None
+    watcher = Watcher(list(paths), config, rules, layer, run_glob, window, failing)
+    view = _WatchView(env, format_name, " ".join(paths), FormatOptions(top=top, fail_on=failing))
+    return view.run(watcher, interval, until_idle)
+
+
+class _WatchView:
+    """The watch loop's output: a rich live view (table on a terminal), a status line per
+    update on stderr (table without a terminal, the report printed at the end), or JSON lines."""
+
+    def __init__(self, env: Env, format_name: str, paths: str, options: FormatOptions) -> None:
+        self.env = env
+        self.json = format_name == "json"
+        self.live_view = not self.json and env.stdout_isatty
+        self.paths = paths
+        self.options = replace(options, env=env)
+        self._live_display: Any = None  # rich's Live while the live view is shown
+
+    def run(self, watcher: Watcher, interval: float, until_idle: float | None) -> ExitStatus:
+        import time
+
+        update = None
+        with self._live() as show:
+            try:
+                while True:
+                    started = time.monotonic()
+                    update = watcher.update()
+                    if update.failures:
+                        self._finish(update, "finding")
+                        return self._failed(update)
+                    show(update)
+                    if until_idle is not None and update.seconds_since_data >= until_idle:
+                        return self._idle(watcher.update(final=True))
+                    time.sleep(max(interval - (time.monotonic() - started), 0.0))
+            except (KeyboardInterrupt, Terminated):
+                if update is not None:
+                    self._finish(update, "interrupted")
+                raise
+
+    def _idle(self, update: Update) -> ExitStatus:
+        self._finish(update, "idle")
+        if update.report is None:
+            raise InputError(f"nothing to judge under {self.paths}: {update.waiting}")
+        if update.failures:
+            return self._failed(update)
+        silence = nothing_to_judge(update.report)
+        if silence is not None:
+            say(f"nothing to judge: {silence}")
+            return ExitStatus.NOTHING_TO_JUDGE
+        return ExitStatus.OK
+
+    def _failed(self, update: Update) -> ExitStatus:
+        """On stderr: the worst finding in --fail-on, with its evidence, and each failing run."""
+        from gradcheck.report.watch_view import failure_line
+
+        say(f"finding: {failure_line(update.failures[0])}")
+        if update.report is not None:
+            _note_failing_runs(update.report, self.options.fail_on)
+        return ExitStatus.FINDINGS
+
+    @contextmanager
+    def _live(self) -> Iterator[Callable[[Update], None]]:
+        """A function showing an update: redrawing the live view, or writing its line."""
+        if not self.live_view:
+            yield self._line
+            return
+        from rich.console import Console
+        from rich.live import Live
+
+        console = Console(file=sys.stdout, no_color=self.env.no_color, markup=False)
+        with Live(console=console, auto_refresh=False, transient=True) as live:
+            self._live_display = live
+            yield lambda update: live.update(self._renderable(update), refresh=True)
+        self._live_display = None
+
+    def _renderable(self, update: Update) -> Any:
+        from rich.console import Group
+        from rich.text import Text
+
+        from gradcheck.report.watch_view import status_line
+
+        line = Text(status_line(update, self.paths), style="bold")
+        if update.report is None:
+            return line
+        # cropped at the terminal's height: the worst run first
+        worst = sorted(
+            update.report.runs,
+            key=lambda run: -max((layer.severity for layer in run.layers), default=0.0),
+        )
+        shown = replace(update.report, runs=tuple(worst))
+        table = Text.from_ansi(_format_report(shown, "table", self.options))
+        return Group(line, table)
+
+    def _line(self, update: Update) -> None:
+        """Without a live view: a JSON line, or a status line on stderr, per update that
+        read new data."""
+        from gradcheck.report.watch_view import status_line, update_line
+
+        for warning in update.warnings:
+            say(f"warning: {warning}")
+        if not (update.new_bytes or update.changes or update.number == 1):
+            return
+        if self.json:
+            _emit_flushed(update_line(update))
+        else:
+            say(status_line(update, self.paths))
+
+    def _finish(self, update: Update, reason: str) -> None:
+        """The last update: the report printed (the live view goes away), or the last line."""
+        from gradcheck.report.watch_view import update_line
+
+        for warning in update.warnings:
+            say(f"warning: {warning}")
+        if self.json:
+            _emit_flushed(update_line(update, reason))
+            return
+        if self._live_display is not None:
+            self._live_display.stop()
+        if update.report is not None:
+            _emit_flushed(_format_report(update.report, "table", self.options))
+
+
+def _emit_flushed(text: str) -> None:
+    """:func:`_emit` to stdout, flushed (a reader of the pipe sees each line at once)."""
+    _emit(text, None)
+    with suppress(OSError):
+        sys.stdout.flush()
 
 
 def _format_comparison(comparison: Comparison, format_name: str, options: FormatOptions) -> str:
@@ -597,6 +831,24 @@ def _note_failing_runs(report: Report, fail_on: frozenset[Verdict]) -> None:
 
 
 @contextmanager
+def _workers(jobs: int | None, scheduler: str | None) -> Iterator[Workers | None]:
+    """The Dask cluster's workers with ``--scheduler`` (None: the command's own pool)."""
+    if scheduler is None:
+        yield None
+        return
+    if jobs is not None:
+        raise click.UsageError("--jobs and --scheduler: give one (the cluster has its workers)")
+    from gradcheck.engine.cluster import connect
+
+    with connect(scheduler) as workers:
+        yield workers
+
+
+PROGRESS_REDRAW_SECONDS = 0.1
+"""The progress bar is redrawn at most this often (rich's own default is 10 times a second)."""
+
+
+@contextmanager
 def _progress(env: Env, *, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
     """A transient progress bar on stderr, only when stderr is a terminal."""
     if not (enabled and env.stderr_isatty):
@@ -607,11 +859,18 @@ def _progress(env: Env, *, enabled: bool) -> Iterator[Callable[[int, int], None]
 
     console = Console(file=sys.stderr, no_color=env.no_color)
     columns = ("reading", BarColumn(), DownloadColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
+    # Redrawn by the updates, not by rich's refresh thread: worker processes are forked, and
+    # a fork while another thread runs can copy a lock it holds.
+    with Progress(*columns, console=console, transient=True, auto_refresh=False) as bar:
         task = bar.add_task("reading", total=None)
+        drawn = 0.0
 
         def update(done: int, total: int) -> None:
+            nonlocal drawn
             bar.update(task, completed=done, total=total)
+            if done >= total or time.monotonic() - drawn >= PROGRESS_REDRAW_SECONDS:
+                bar.refresh()
+                drawn = time.monotonic()
 
         yield update
 

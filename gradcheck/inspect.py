@@ -15,7 +15,15 @@ from typing import Literal
 from gradcheck.events.discover import discover
 from gradcheck.events.reader import element_count, read_run, series_name
 from gradcheck.events.storage import StorageOptions
-from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Record, ScalarRecord
+from gradcheck.model import (
+    Damage,
+    FileInfo,
+    HistogramRecord,
+    HParamsRecord,
+    Notice,
+    Record,
+    ScalarRecord,
+)
 from gradcheck.tags import DEFAULT_RULES, Role, TagRules
 
 TagKind = Literal["weight histogram", "gradient histogram", "other histogram", "scalar"]
@@ -116,6 +124,8 @@ def inspect_records(records: Iterable[Record], rules: TagRules | None = None) ->
             run = runs[record.run] = _RunTally()
         if isinstance(record, Notice):
             run.notices.append(record)
+        elif isinstance(record, HParamsRecord):
+            continue  # hyperparameters: the sweep view's, not a tag's
         else:
             run.file(record.file).add(record)
     return InspectReport(tuple(run.summary(path, rules) for path, run in runs.items()))

@@ -127,7 +127,25 @@ class FileInfo:
     writer: str | None  # best guess of the writer (source_metadata.writer, file_version, ...)
 
 
-Record = HistogramRecord | ScalarRecord | Damage | Notice | FileInfo
+HParamValue = float | str | bool
+"""A hyperparameter's value: the HParams plugin's ``google.protobuf.Value`` (number, string or
+bool), or a part of a run's directory name (a number when it reads as one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HParamsRecord:
+    """A run's hyperparameters as the TensorBoard HParams plugin logged them: the
+    ``session_start_info.hparams`` map of a summary value of plugin ``hparams`` (what
+    ``SummaryWriter.add_hparams`` and ``torch.utils.tensorboard.summary.hparams`` write), in
+    name order. Values that are neither number, string nor bool (a list, a null) are left out."""
+
+    run: str
+    file: str
+    offset: int
+    values: tuple[tuple[str, HParamValue], ...]
+
+
+Record = HistogramRecord | ScalarRecord | Damage | Notice | FileInfo | HParamsRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +241,9 @@ class RunData:
     notices: tuple[Notice, ...]
     histograms: Mapping[SeriesKey, HistogramSeries]
     scalars: Mapping[str, ScalarSeries]
+    hparams: Mapping[str, HParamValue] = field(default_factory=dict)
+    """The HParams plugin's hyperparameters (:class:`HParamsRecord`), merged in stream and
+    file order (a later record's value wins); empty when the run logged none."""
 
     @property
     def steps(self) -> tuple[int, int] | None:
@@ -386,6 +407,8 @@ class RunReport:
     movement could be measured."""
     wall_times: tuple[float, float] | None = None
     """First and last wall time of the run's histograms (None without any)."""
+    hparams: Mapping[str, HParamValue] = field(default_factory=dict)
+    """The hyperparameters the run logged with the HParams plugin (``RunData.hparams``)."""
 
     @property
     def judgeable(self) -> bool:
@@ -393,11 +416,79 @@ class RunReport:
         return not self.holds
 
 
+# --------------------------------------------------------------------------------------------
+# Sweep: the view over many runs (verdicts/sweep.py), above the per-run sections.
+# --------------------------------------------------------------------------------------------
+
+RunVerdict = Verdict | Literal["unjudged"]
+"""A run's verdict in a sweep: its worst parameter's, or ``unjudged`` (nothing to judge)."""
+RUN_VERDICTS: tuple[RunVerdict, ...] = (*VERDICTS, "unjudged")
+HParamSource = Literal["logged", "run name"]
+"""Where a sweep's hyperparameter came from: the HParams plugin, or the runs' directory names."""
+RelationKind = Literal["at_least", "at_most", "value", "rates"]
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One run in a sweep's ranking."""
+
+    run: str
+    verdict: RunVerdict  # its worst parameter's verdict
+    flags: tuple[Verdict, ...]  # every verdict of any of its parameters, most severe first
+    findings: int  # parameters with a verdict other than ok
+    worst: str | None  # the worst parameter's name (None when every parameter is ok)
+    first_bad_step: int | None  # the worst parameter's
+    severity: float  # the worst parameter's severity (0 when ok)
+    hparams: Mapping[str, HParamValue]  # logged ones, then those of its name not logged
+
+
+@dataclass(frozen=True)
+class HParamGroup:
+    """Runs of a sweep that share a range or a value of one hyperparameter."""
+
+    label: str  # ">= 0.4", "< 0.4", "sgd"
+    runs: int
+    matching: int  # of them, the runs the relation's verdict applies to
+
+
+@dataclass(frozen=True)
+class HParamRelation:
+    """How one hyperparameter relates to one verdict over a sweep's runs.
+
+    ``at_least``/``at_most``: every run with the hyperparameter at or above (at or below)
+    ``threshold`` has ``verdict`` among its flags and no other run has (a clean split: the
+    first group is those runs, the second the others). ``value``: exactly the runs with
+    ``value`` have it. ``rates``: no clean split; the groups are the best split of a numeric
+    hyperparameter (fewest runs on the wrong side) or one group per value.
+    ``verdict`` is a verdict or ``finding`` (any verdict but ok)."""
+
+    hparam: str
+    verdict: str
+    kind: RelationKind
+    threshold: float | None
+    value: HParamValue | None
+    groups: tuple[HParamGroup, ...]
+    text: str  # the relation in words, with its numbers
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What a sweep of runs says as a whole: runs per verdict, the runs ranked worst first,
+    and the relations between hyperparameters and verdicts."""
+
+    runs: int
+    counts: Mapping[str, int]  # run verdict (RUN_VERDICTS) -> runs with it as their worst
+    ranking: tuple[SweepRun, ...]  # every run, worst finding first
+    hparams: Mapping[str, HParamSource]  # hyperparameters with >= 2 values, in name order
+    relations: tuple[HParamRelation, ...]
+
+
 @dataclass(frozen=True)
 class Report:
     version: str
     runs: tuple[RunReport, ...]
     warnings: tuple[str, ...] = ()
+    sweep: Sweep | None = None  # the sweep view (None: not shown)
 
 
 # --------------------------------------------------------------------------------------------

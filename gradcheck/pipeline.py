@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -20,7 +21,7 @@ from gradcheck import __version__
 from gradcheck.engine import plan
 from gradcheck.engine.parts import FilePart as FilePart
 from gradcheck.engine.parts import reduce_file as reduce_file
-from gradcheck.engine.pool import map_shared, read_files
+from gradcheck.engine.pool import SPLIT_SIZE, Workers, map_shared, read_files
 from gradcheck.errors import InputError
 from gradcheck.events.discover import discover
 from gradcheck.events.steps import StepWindow
@@ -31,6 +32,7 @@ from gradcheck.model import (
     Run,
     RunData,
     RunReport,
+    Sweep,
 )
 from gradcheck.series.merge import merge
 from gradcheck.tags import DEFAULT_RULES, TagRules
@@ -51,11 +53,16 @@ def analyze(
     steps: StepWindow | None = None,
     progress: ProgressCallback | None = None,
     jobs: int | None = None,
+    workers: Workers | None = None,
+    sweep: bool | None = None,
     storage_options: Mapping[str, object] | None = None,
 ) -> Report:
     """Analyse the event files under ``paths`` and return the report of every run.
 
-    ``jobs``: processes reading files in parallel (None: one per CPU; 1: no pool).
+    ``jobs``: processes reading files in parallel (None: one per CPU; 1: no pool);
+    ``workers``: where the work runs instead (a Dask cluster's, see ``engine.cluster``).
+    ``sweep``: whether the report carries the sweep view (None: when the runs look like a
+    sweep, :func:`gradcheck.verdicts.sweep.looks_like_sweep`).
     ``storage_options``: fsspec options for URLs (``endpoint_url``, ``anon``...).
 
     Raises ``InputError`` for a missing path, no event file, no run or parameter matching the
@@ -64,14 +71,32 @@ def analyze(
     window = steps if steps is not None else StepWindow()
     storage = StorageOptions.of(storage_options)
     runs = select_runs(discover(paths, storage), run_glob)
-    parts_by_run = read_runs(runs, window, progress, jobs, storage)
-    _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
-    reports = judge_runs(runs, parts_by_run, config, rules, jobs)
+    with _using(workers, jobs) as chosen:
+        if _whole_runs(runs, chosen, storage):
+            judged = read_and_judge_runs(runs, window, progress, config, rules, chosen, storage)
+            parts_by_run = [parts for _, parts in judged]
+            _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
+            reports = [report for report, _ in judged]
+        else:
+            parts_by_run = read_runs(runs, window, progress, chosen, storage)
+            _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
+            reports = judge_runs(runs, parts_by_run, config, rules, chosen)
+    shown = tuple(filter_layers(reports, layer_glob))
     return Report(
         version=__version__,
-        runs=tuple(filter_layers(reports, layer_glob)),
+        runs=shown,
         warnings=disagreements(reports),
+        sweep=sweep_view(shown, sweep),
     )
+
+
+def sweep_view(reports: Sequence[RunReport], wanted: bool | None) -> Sweep | None:
+    """The sweep of ``reports`` when ``wanted`` (None: when they look like a sweep)."""
+    from gradcheck.verdicts.sweep import looks_like_sweep, summarize
+
+    if wanted is False or (wanted is None and not looks_like_sweep(reports)):
+        return None
+    return summarize(reports)
 
 
 MAX_DISAGREEMENTS = 3
@@ -131,18 +156,98 @@ def _coverage(run: RunReport) -> str:
     return f"{run.run} with {gradients[run.gradients]}, {steps}"
 
 
+WHOLE_RUNS_MIN_BYTES = 4 << 20
+"""Runs are each read and judged in one task, on the workers, when there are several, none
+has a file big enough to be cut in ranges, and they hold this much in all (a sweep): only
+their reports travel back (``bench/README.md``, "Worker processes")."""
+
+
+def _whole_runs(
+    runs: Sequence[Run], workers: Workers, storage: StorageOptions = NO_OPTIONS
+) -> bool:
+    """Whether each run is better read and judged in one task (see
+    :data:`WHOLE_RUNS_MIN_BYTES`); an executor given takes every run so."""
+    if len(runs) < 2 or not (workers.jobs >= 2 or workers.given):
+        return False
+    sizes = [_size(path, storage) for run in runs for path in run.files]
+    if max(sizes, default=0) >= SPLIT_SIZE and not workers.given:
+        return False
+    return workers.given or sum(sizes) >= WHOLE_RUNS_MIN_BYTES
+
+
+def read_and_judge_runs(
+    runs: Sequence[Run],
+    window: StepWindow,
+    progress: ProgressCallback | None,
+    config: Config,
+    rules: TagRules,
+    workers: Workers,
+    storage: StorageOptions = NO_OPTIONS,
+) -> list[tuple[RunReport, list[FilePart]]]:
+    """Every run read and judged in one task on the ``workers`` (a sweep's many small runs),
+    in order: its report, and its files' parts without their series (what
+    :func:`_check_readable` looks at); ``storage`` goes with each task."""
+    sizes = [sum(_size(path, storage) for path in run.files) for run in runs]
+    total = sum(sizes)
+    done = 0
+
+    def advance(at: int) -> None:
+        nonlocal done
+        done += sizes[at]
+        if progress is not None:
+            progress(done, total)
+
+    if progress is not None:
+        progress(0, total)
+    return map_shared(
+        partial(_read_and_judged, window=window, config=config, rules=rules, storage=storage),
+        list(runs),
+        [float(size) for size in sizes],
+        0.0,
+        workers,
+        advance,
+    )
+
+
+def _read_and_judged(
+    run: Run,
+    window: StepWindow,
+    config: Config,
+    rules: TagRules,
+    storage: StorageOptions = NO_OPTIONS,
+) -> tuple[RunReport, list[FilePart]]:
+    """One run read and judged (a task of :func:`read_and_judge_runs`)."""
+    parts = [reduce_file(path, run.path, window, storage=storage) for path in run.files]
+    report = analyze_parts(run, parts, config, rules)
+    return report, [replace(part, data=_without_series(part.data)) for part in parts]
+
+
+def _without_series(data: RunData) -> RunData:
+    return replace(data, histograms={}, scalars={})
+
+
+@contextmanager
+def _using(workers: Workers | None, jobs: int | None) -> Iterator[Workers]:
+    """The ``workers`` given (left open), or this command's own, for ``jobs``."""
+    if workers is not None:
+        yield workers
+        return
+    with Workers(jobs) as own:
+        yield own
+
+
 def read_runs(
     runs: Sequence[Run],
     window: StepWindow,
     progress: ProgressCallback | None,
-    jobs: int | None,
+    workers: Workers | None = None,
     storage: StorageOptions = NO_OPTIONS,
 ) -> list[list[FilePart]]:
     """Every file of ``runs`` reduced (the map step: one independent task per file, or byte
     range of a big file), grouped by run, in file order."""
     tracker = _ProgressTracker(runs, progress, storage)
     files = [(path, run.path) for run in runs for path in run.files]
-    parts = iter(read_files(files, window, tracker, jobs, storage))
+    parts = iter(read_files(files, window, tracker, workers, storage))
     parts_by_run = [[next(parts) for _ in run.files] for run in runs]
     tracker.finish()
     return parts_by_run
@@ -164,6 +269,7 @@ def load_runs(
     steps: StepWindow | None = None,
     progress: ProgressCallback | None = None,
     jobs: int | None = None,
+    workers: Workers | None = None,
     storage_options: Mapping[str, object] | None = None,
 ) -> list[LoadedRun]:
     """The one run under each of ``paths``, read and judged (``storage_options``: as for
@@ -175,7 +281,8 @@ def load_runs(
     window = steps if steps is not None else StepWindow()
     storage = StorageOptions.of(storage_options)
     runs = [_only_run(path, storage) for path in paths]
-    parts_by_run = read_runs(runs, window, progress, jobs, storage)
+    with _using(workers, jobs) as chosen:
+        parts_by_run = read_runs(runs, window, progress, chosen, storage)
     loaded = []
     for path, run, parts in zip(paths, runs, parts_by_run, strict=True):
         _check_readable([path], parts, window)
@@ -198,10 +305,10 @@ def judge_runs(
     parts_by_run: Sequence[Sequence[FilePart]],
     config: Config,
     rules: TagRules,
-    jobs: int | None,
+    workers: Workers | None = None,
 ) -> list[RunReport]:
-    """The report of every run (see :func:`analyze_parts`), in order; runs share processes
-    (``jobs`` allowing, see :func:`gradcheck.engine.pool.map_shared`) when there is enough to
+    """The report of every run (see :func:`analyze_parts`), in order; runs share the
+    ``workers`` (see :func:`gradcheck.engine.pool.map_shared`) when there is enough to
     judge (``engine.plan``): a sweep of many runs would otherwise wait on one core after reading
     on all of them."""
     weights = [plan.verdict_seconds([part.data for part in parts]) for parts in parts_by_run]
@@ -210,7 +317,7 @@ def judge_runs(
         list(zip(runs, parts_by_run, strict=True)),
         weights,
         plan.VERDICT_SPLIT_SECONDS,
-        jobs,
+        workers,
     )
 
 
@@ -219,17 +326,24 @@ def _judged(item: tuple[Run, Sequence[FilePart]], config: Config, rules: TagRule
 
 
 def analyze_parts(
-    run: Run, parts: Sequence[FilePart], config: Config, rules: TagRules
+    run: Run, parts: Sequence[FilePart], config: Config, rules: TagRules, open_end: bool = False
 ) -> RunReport:
-    """Merge a run's per-file parts (in file order) and judge its parameters."""
-    return _judged_data(run, merge([part.data for part in parts]), parts, config, rules)
+    """Merge a run's per-file parts (in file order) and judge its parameters (``open_end``:
+    the log is still being written, see ``gradcheck.watch``)."""
+    data = merge([part.data for part in parts])
+    return _judged_data(run, data, parts, config, rules, open_end)
 
 
 def _judged_data(
-    run: Run, data: RunData, parts: Sequence[FilePart], config: Config, rules: TagRules
+    run: Run,
+    data: RunData,
+    parts: Sequence[FilePart],
+    config: Config,
+    rules: TagRules,
+    open_end: bool = False,
 ) -> RunReport:
     """The report on ``run``'s merged ``data`` (its ``parts``: whether any value was kept)."""
-    report = analyze_run(data, config, rules)
+    report = analyze_run(data, config, rules, open_end)
     warnings = report.warnings
     if not any(part.values_kept for part in parts):
         warnings += ("no histogram or scalar could be read in this run",)

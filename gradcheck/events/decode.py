@@ -3,7 +3,8 @@
 Reads ``Summary.Value.histo`` (``HistogramProto``: ``min, max, num, sum, sum_squares`` and the
 buckets, unlike tensorboard's ``data_compat`` which drops ``sum``/``sum_squares``), TF2 ``[k, 3]``
 histogram tensors (plugin ``histograms``), TF1 ``simple_value`` scalars and TF2 scalar tensors
-(plugin ``scalars``). Writers put the plugin name only in a tag's first value, so the decoder
+(plugin ``scalars``), and the hyperparameters of the HParams plugin's ``session_start_info``
+(plugin ``hparams``). Writers put the plugin name only in a tag's first value, so the decoder
 remembers it per tag. Images, audio, text and other plugins are skipped. TensorFlow is never
 imported: only tensorboard's generated protobufs.
 """
@@ -17,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gradcheck.events.wire import event_head
-from gradcheck.model import Damage, HistogramRecord, ScalarRecord
+from gradcheck.model import Damage, HistogramRecord, HParamsRecord, HParamValue, ScalarRecord
 
 if TYPE_CHECKING:  # imported where used: the C engine rarely decodes here (start-up ~15 ms)
     from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 
 HISTOGRAMS_PLUGIN = "histograms"
 SCALARS_PLUGIN = "scalars"
+HPARAMS_PLUGIN = "hparams"
 
 # Event fields (event.proto) whose payload is a large opaque blob we never need: graph_def,
 # tagged_run_metadata, meta_graph_def.
@@ -48,7 +50,8 @@ class Decoded:
     ``what`` is the Event's oneof (``summary``, ``file_version``, ``graph_def``, ...; ``""``
     when the event has none, e.g. old tensorboardX's wall-time-only first event).
     ``records`` holds the histogram and scalar values (``index`` 0: the reader numbers
-    collisions) and a ``Damage`` for each value that could not be read.
+    collisions) and a ``Damage`` for each value that could not be read; ``hparams`` the
+    HParams plugin's ``session_start_info`` values.
     """
 
     what: str
@@ -57,6 +60,7 @@ class Decoded:
     file_version: str | None = None
     writer: str | None = None
     records: list[ValueRecord] = field(default_factory=list)
+    hparams: list[HParamsRecord] = field(default_factory=list)
 
 
 class UndecodableEvent(Exception):
@@ -110,6 +114,8 @@ class EventDecoder:
                     records.append(
                         _tensor_scalar(value.tensor, run, file, offset, tag, step, wall_time)
                     )
+                elif plugin == HPARAMS_PLUGIN and value.HasField("metadata"):
+                    self._hparams(value, file, offset, step, decoded)
             elif kind == "histo":
                 records.append(
                     _histo_record(value.histo, run, file, offset, value.tag, step, wall_time)
@@ -121,6 +127,31 @@ class EventDecoder:
                         value.simple_value,
                     )
                 )  # fmt: skip
+            elif kind is None and value.metadata.plugin_data.plugin_name == HPARAMS_PLUGIN:
+                self._hparams(value, file, offset, step, decoded)  # torch writes no tensor
+
+    def _hparams(
+        self, value: summary_pb2.Summary.Value, file: str, offset: int, step: int, decoded: Decoded
+    ) -> None:
+        """The hyperparameters of an HParams plugin value (session start only: the experiment
+        and the session's end hold none), or a ``Damage`` when its content is not the
+        plugin's data."""
+        from google.protobuf.message import DecodeError
+        from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+
+        try:
+            data = HParamsPluginData.FromString(value.metadata.plugin_data.content)
+        except DecodeError as error:
+            why = f"not HParams plugin data ({error or 'undecodable'})"
+            decoded.records.append(_bad_value(self.run, file, offset, value.tag, step, why))
+            return
+        if data.WhichOneof("data") != "session_start_info":
+            return
+        found = data.session_start_info.hparams
+        values = [(name, hparam_value(found[name])) for name in sorted(found)]
+        decoded.hparams.append(
+            HParamsRecord(self.run, file, offset, tuple((n, v) for n, v in values if v is not None))
+        )
 
     def _plugin_of(self, value: summary_pb2.Summary.Value, tag: str) -> str | None:
         """The value's plugin name, or the one remembered from ``tag``'s first value."""
@@ -130,6 +161,19 @@ class EventDecoder:
                 self.plugin_by_tag[tag] = name
                 return name
         return self.plugin_by_tag.get(tag)
+
+
+def hparam_value(value: Any) -> HParamValue | None:
+    """A ``google.protobuf.Value`` as a number, string or bool (None for a list, struct or
+    null, which no hyperparameter relation reads)."""
+    kind = value.WhichOneof("kind")
+    if kind == "number_value":
+        return float(value.number_value)
+    if kind == "string_value":
+        return str(value.string_value)
+    if kind == "bool_value":
+        return bool(value.bool_value)
+    return None
 
 
 def _blob_field(payload: bytes) -> str | None:

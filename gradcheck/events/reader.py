@@ -237,6 +237,7 @@ def records_of_frame(
         return
     tally.events += 1
     _tally_event(decoded, tally)
+    yield from decoded.hparams
     for record in decoded.records:
         if isinstance(record, Damage):
             yield record

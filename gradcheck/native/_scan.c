@@ -766,6 +766,8 @@ static int parse_value(Scanner *s, Span m, Value *v)
     }
     if (((seen >> 2) & 1) + ((seen >> 5) & 1) + ((seen >> 8) & 1) > 1)
         return FALLBACK; /* several members of the oneof */
+    if (v->has_metadata && v->plugin.n == 7 && memcmp(v->plugin.p, "hparams", 7) == 0)
+        return FALLBACK; /* hyperparameters (a few per run): decoded by the reference */
     if (v->kind == V_NONE)
         return 0;
     if (!v->tag.p)

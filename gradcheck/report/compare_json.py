@@ -9,10 +9,10 @@ always B over A; NaN and Inf become ``null``.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from gradcheck.model import Comparison, ParameterComparison
+from gradcheck.report import json_text
 from gradcheck.report.interface import ComparisonFormatter
 from gradcheck.report.json_format import finite
 
@@ -24,7 +24,7 @@ class ComparisonJsonFormatter(ComparisonFormatter):
 
     def format(self, comparison: Comparison) -> str:
         document = comparison_document(comparison)
-        return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return json_text.dumps(document) + "\n"
 
 
 def comparison_document(comparison: Comparison) -> dict[str, Any]:

@@ -8,6 +8,11 @@ Text cells (run, name, tags, evidence, hint) go through
 :func:`~gradcheck.report.escape.csv_text`: one starting like a formula gets a leading ``'``.
 Numbers are written by this formatter, never copied from the log's text, so a negative number
 stays ``-1.5``, a number to a spreadsheet and to pandas.
+
+With the sweep view on (``Report.sweep``), CSV stays one table: after the fixed columns come
+``run_verdict`` and ``run_rank`` (the run's worst verdict and its place in the sweep's
+ranking) and one ``hparam.<name>`` column per hyperparameter that varies, so that the counts
+and relations are a ``groupby`` away.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import math
 import numbers
 from collections.abc import Iterable
 
-from gradcheck.model import LayerResult, Report, RunReport
+from gradcheck.model import HParamValue, LayerResult, Report, RunReport, Sweep
 from gradcheck.report.escape import csv_text
 from gradcheck.report.interface import Formatter
 
@@ -45,11 +50,46 @@ class CsvFormatter(Formatter):
         stat_keys = _stat_keys(layer for run in report.runs for layer in run.layers)
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
-        writer.writerow([*LEADING, *stat_keys, *TRAILING])
+        sweep = _SweepColumns(report.sweep)
+        writer.writerow([*LEADING, *sweep.header, *stat_keys, *TRAILING])
         for run in report.runs:
+            extra = sweep.cells(run)
             for layer in sorted(run.layers, key=lambda layer: -layer.severity):
-                writer.writerow(_row(run, layer, stat_keys))
+                row = _row(run, layer, stat_keys)
+                writer.writerow([*row[: len(LEADING)], *extra, *row[len(LEADING) :]])
         return buffer.getvalue()
+
+
+class _SweepColumns:
+    """The sweep's columns (none without a sweep): each run's verdict, rank and values."""
+
+    def __init__(self, sweep: Sweep | None) -> None:
+        self.names = list(sweep.hparams) if sweep is not None else []
+        self.header = (
+            ["run_verdict", "run_rank", *(csv_text(f"hparam.{name}") for name in self.names)]
+            if sweep is not None
+            else []
+        )
+        self.ranked = {
+            entry.run: (rank, entry)
+            for rank, entry in enumerate(sweep.ranking if sweep is not None else (), 1)
+        }
+
+    def cells(self, run: RunReport) -> list[float | int | str]:
+        if not self.header:
+            return []
+        found = self.ranked.get(run.run)
+        if found is None:  # a run the sweep does not hold (a report built by hand)
+            return [""] * len(self.header)
+        rank, entry = found
+        values = [_hparam_cell(entry.hparams.get(name)) for name in self.names]
+        return [entry.verdict, rank, *values]
+
+
+def _hparam_cell(value: HParamValue | None) -> float | int | str:
+    if isinstance(value, str):
+        return csv_text(value)
+    return cell(value)
 
 
 def _stat_keys(layers: Iterable[LayerResult]) -> list[str]:

@@ -3,8 +3,9 @@
 One ``::error`` per finding in ``--fail-on`` (``::warning`` for the other findings), titled
 with the verdict, the parameter and the run, its evidence and hint as the message; a
 ``::warning`` per reader warning and per run with nothing to judge, a ``::notice`` per thing a
-run's logs leave unjudged (its notes); a closing ``::notice`` with the summary. Untrusted text
-(tag and run names, evidence that quotes them) goes through :func:`escape_data` and
+run's logs leave unjudged (its notes); a closing ``::notice`` with the summary. With the sweep
+view on, a ``::notice`` titled ``gradcheck sweep`` before the runs holds it, a line each.
+Untrusted text (tag and run names, evidence that quotes them) goes through :func:`escape_data` and
 :func:`escape_property` only, so no name can end a command early or start a new one:
 https://github.com/actions/toolkit/blob/main/packages/core/src/command.ts
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 from gradcheck.model import LayerResult, Report, RunReport
 from gradcheck.report.escape import terminal_lines
 from gradcheck.report.interface import Formatter
+from gradcheck.report.sweep_view import sweep_lines
 from gradcheck.report.view import finding_lines, plural, report_summary
 from gradcheck.verdicts.gate import FINDINGS, failing_runs, fails
 
@@ -24,6 +26,9 @@ class GithubFormatter(Formatter):
     def format(self, report: Report) -> str:
         fail_on = self.options.fail_on
         lines = [command("warning", {"title": "gradcheck"}, w) for w in report.warnings]
+        if report.sweep is not None:
+            sweep = "\n".join(sweep_lines(report.sweep))
+            lines.append(command("notice", {"title": "gradcheck sweep"}, sweep))
         for run in report.runs:
             title = {"title": f"gradcheck: {run.run}"}
             if run.holds:

@@ -1,11 +1,13 @@
 """The HTML format: one self-contained file with interactive charts, to open in any browser.
 
-Runs failing ``--fail-on`` first; per run its summary, warnings, the global gradient norm with
-the clip ceiling and suggested clip norm, a table of every parameter (click a heading to sort),
-a chart per finding and a depth profile of every gradient norm. plotly (the optional
-``gradcheck[html]`` extra) draws the charts; its JavaScript is inlined once, so the file works
-offline and fetches nothing. Every untrusted text (tag and run names, evidence, warnings) goes
-through :func:`escape` only, in the markup and in the charts' labels alike.
+The sweep view first when it is on (runs per verdict, hyperparameter relations, every run
+ranked in a sortable table). Runs failing ``--fail-on`` first; per run its summary, warnings,
+the global gradient norm with the clip ceiling and suggested clip norm, a table of every
+parameter (click a heading to sort), a chart per finding and a depth profile of every gradient
+norm. plotly (the optional ``gradcheck[html]`` extra) draws the charts; its JavaScript is
+inlined once, so the file works offline and fetches nothing. Every untrusted text (tag and run
+names, evidence, warnings) goes through :func:`escape` only, in the markup and in the charts'
+labels alike.
 """
 
 from __future__ import annotations
@@ -14,9 +16,16 @@ import html
 from typing import Any
 
 from gradcheck._optional import require
-from gradcheck.model import LayerResult, Report, RunReport
+from gradcheck.model import LayerResult, Report, RunReport, Sweep
 from gradcheck.report.escape import terminal_lines
 from gradcheck.report.interface import Formatter
+from gradcheck.report.sweep_view import (
+    hparams_line,
+    rank_header,
+    ranking_rows,
+    relation_lines,
+    sweep_headline,
+)
 from gradcheck.report.view import (
     KEY_NUMBERS,
     clipping_lines,
@@ -78,6 +87,8 @@ class HtmlFormatter(Formatter):
         self._charts = Charts()
         body = [f"<h1>gradcheck {escape(report.version)}: {escape(report_summary(report))}</h1>"]
         body += [warning(text) for text in report.warnings]
+        if report.sweep is not None:
+            body += _sweep(report.sweep)
         for run in failing_first(report.runs, self.options.fail_on):
             body += self._run(run)
         return page("gradcheck report", body)
@@ -159,6 +170,30 @@ def _finding(layer: LayerResult) -> list[str]:
     if layer.hint:
         lines.append(f'<p class="hint">hint: {escape(layer.hint)}</p>')
     return lines
+
+
+def _sweep(sweep: Sweep) -> list[str]:
+    """The sweep view: headline, hyperparameters, relations, and every run ranked (a table
+    that sorts by a clicked heading)."""
+    parts = [f"<h2>{escape(sweep_headline(sweep))}</h2>", f"<p>{escape(hparams_line(sweep))}</p>"]
+    relations = relation_lines(sweep)
+    if relations:
+        parts.append("<ul>" + "".join(f"<li>{escape(text)}</li>" for text in relations) + "</ul>")
+    rows, _ = ranking_rows(sweep, limit=None)
+    markup = []
+    for row in rows:
+        rank, verdict, run, worst, first_bad, *hparams = row.cells(sweep)
+        markup.append(
+            "<tr>"
+            + number_cell(int(rank), rank)
+            + f'<td class="{escape(verdict)}">{escape(verdict)}</td>'
+            + f"<td><code>{escape(run)}</code></td><td><code>{escape(worst)}</code></td>"
+            + number_cell(int(first_bad) if first_bad else None, first_bad)
+            + "".join(f"<td>{escape(text)}</td>" for text in hparams)
+            + "</tr>"
+        )
+    parts.append(sortable_table(list(rank_header(sweep)), markup))
+    return parts
 
 
 def _table(layers: tuple[LayerResult, ...]) -> str:

@@ -7,7 +7,6 @@ its own two renderers here rather than a place in ``FORMATS``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any
 
@@ -18,6 +17,7 @@ from rich.text import Text
 
 from gradcheck import __version__
 from gradcheck.inspect import FileSummary, InspectReport, RunSummary, TagSummary
+from gradcheck.report import json_text
 from gradcheck.report.escape import each_string, terminal
 from gradcheck.report.interface import Env
 from gradcheck.report.numbers import format_steps
@@ -48,7 +48,7 @@ def inspect_json(report: InspectReport) -> str:
         "gradcheck": __version__,
         "runs": [_run_document(run) for run in report.runs],
     }
-    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return json_text.dumps(document) + "\n"
 
 
 def _run_document(run: RunSummary) -> dict[str, Any]:

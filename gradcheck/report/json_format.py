@@ -8,13 +8,13 @@ removing one increments ``SCHEMA_VERSION``.
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Mapping
 from typing import Any
 
-from gradcheck.model import ClipInfo, LayerResult, Report, RunReport
+from gradcheck.model import ClipInfo, HParamValue, LayerResult, Report, RunReport, Sweep
+from gradcheck.report import json_text
 from gradcheck.report.interface import Formatter
 from gradcheck.report.view import verdict_counts
 
@@ -25,20 +25,64 @@ class JsonFormatter(Formatter):
     """One JSON document (indented, UTF-8 text, trailing newline)."""
 
     def format(self, report: Report) -> str:
-        return (
-            json.dumps(report_document(report), indent=2, ensure_ascii=False, allow_nan=False)
-            + "\n"
-        )
+        return json_text.dumps(report_document(report)) + "\n"
 
 
 def report_document(report: Report) -> dict[str, Any]:
     """The report as plain JSON-safe data (the schema of the README)."""
-    return {
+    document: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "gradcheck": report.version,
         "warnings": list(report.warnings),
-        "runs": [run_document(run) for run in report.runs],
     }
+    if report.sweep is not None:  # only when the view is on: other reports stay as they were
+        document["sweep"] = sweep_document(report.sweep)
+    document["runs"] = [run_document(run) for run in report.runs]
+    return document
+
+
+def sweep_document(sweep: Sweep) -> dict[str, Any]:
+    """The sweep view: runs per verdict, hyperparameters, their relations, the ranking."""
+    return {
+        "runs": sweep.runs,
+        "counts": dict(sweep.counts),
+        "hparams": dict(sweep.hparams),
+        "relations": [
+            {
+                "hparam": relation.hparam,
+                "verdict": relation.verdict,
+                "kind": relation.kind,
+                "threshold": finite(relation.threshold),
+                "value": hparam_value(relation.value),
+                "groups": [
+                    {"label": group.label, "runs": group.runs, "matching": group.matching}
+                    for group in relation.groups
+                ],
+                "text": relation.text,
+            }
+            for relation in sweep.relations
+        ],
+        "ranking": [
+            {
+                "run": run.run,
+                "verdict": run.verdict,
+                "flags": list(run.flags),
+                "findings": run.findings,
+                "worst": run.worst,
+                "first_bad_step": run.first_bad_step,
+                "severity": finite(run.severity),
+                "hparams": {name: hparam_value(value) for name, value in run.hparams.items()},
+            }
+            for run in sweep.ranking
+        ],
+    }
+
+
+def hparam_value(value: HParamValue | None) -> HParamValue | None:
+    """A hyperparameter's value as JSON: text and bools as they are, numbers :func:`finite`."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    return finite(value)
 
 
 def run_document(run: RunReport) -> dict[str, Any]:
@@ -106,6 +150,8 @@ def clipping_document(clip: ClipInfo) -> dict[str, Any]:
 
 def finite(value: float | int | None) -> float | int | None:
     """``value`` as a JSON number, ``None`` for NaN/inf/absent (numpy scalars made plain)."""
+    if type(value) is float:  # most values: a plain float
+        return value if math.isfinite(value) else None
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, numbers.Integral):  # int and numpy integers

@@ -7,7 +7,9 @@ not be judged is ``<skipped>``: a parameter logged at fewer than two steps, a ru
 parameter (or nothing to judge: only scalars), and the report's own warnings (a run nothing
 could be read from). What a run's logs leave unjudged (its notes) and its warnings are the
 suite's ``<system-out>``. The attributes
-and elements are those of the common JUnit schema (Jenkins' ``junit-10.xsd``).
+and elements are those of the common JUnit schema (Jenkins' ``junit-10.xsd``). With the sweep
+view on, a first suite ``gradcheck sweep`` without test cases holds it (properties: runs per
+verdict, the hyperparameters; ``<system-out>``: the view's lines).
 
 The XML is built with :mod:`xml.etree.ElementTree`, which escapes markup; :func:`xml_text` is
 the one place that also replaces the characters XML 1.0 cannot hold at all (control
@@ -19,10 +21,11 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from gradcheck.model import LayerResult, Report, RunReport, Verdict
+from gradcheck.model import LayerResult, Report, RunReport, Sweep, Verdict
 from gradcheck.report.escape import terminal_lines
 from gradcheck.report.interface import Formatter
 from gradcheck.report.numbers import format_steps
+from gradcheck.report.sweep_view import sweep_lines
 from gradcheck.report.view import finding_lines
 from gradcheck.verdicts.gate import fails
 
@@ -37,6 +40,8 @@ class JunitFormatter(Formatter):
     def format(self, report: Report) -> str:
         root = ET.Element("testsuites", name="gradcheck")
         suites = [_suite(run, self.options.fail_on) for run in report.runs]
+        if report.sweep is not None:
+            suites.insert(0, _sweep_suite(report.sweep))
         if report.warnings:
             suites.append(_warnings_suite(report.warnings))
         root.extend(suites)
@@ -64,6 +69,21 @@ def _suite(run: RunReport, fail_on: frozenset[Verdict]) -> ET.Element:
     _count(suite, cases)
     if run.notes or run.warnings:
         _text(ET.SubElement(suite, "system-out"), "\n".join([*run.notes, *run.warnings]))
+    return suite
+
+
+def _sweep_suite(sweep: Sweep) -> ET.Element:
+    """The sweep view as a suite without test cases (its runs are the suites after it): the
+    runs per verdict and the hyperparameters as properties, the view's lines as its output."""
+    suite = _element("testsuite", name="gradcheck sweep", time="0")
+    properties = ET.SubElement(suite, "properties")
+    properties.append(_element("property", name="runs", value=str(sweep.runs)))
+    for verdict, count in sweep.counts.items():
+        properties.append(_element("property", name=f"runs.{verdict}", value=str(count)))
+    for name, source in sweep.hparams.items():
+        properties.append(_element("property", name=f"hparam.{name}", value=source))
+    _count(suite, [])
+    _text(ET.SubElement(suite, "system-out"), "\n".join(sweep_lines(sweep)))
     return suite
 
 

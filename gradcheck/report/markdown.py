@@ -5,9 +5,17 @@ from the logs goes through :func:`~gradcheck.report.escape.markdown_text` or, fo
 
 from __future__ import annotations
 
-from gradcheck.model import LayerResult, Report, RunReport
+from gradcheck.model import LayerResult, Report, RunReport, Sweep
 from gradcheck.report.escape import markdown_code, markdown_text
 from gradcheck.report.interface import Formatter
+from gradcheck.report.sweep_view import (
+    hparams_line,
+    left_out_line,
+    rank_header,
+    ranking_rows,
+    relation_lines,
+    sweep_headline,
+)
 from gradcheck.report.view import (
     KEY_NUMBERS,
     clipping_lines,
@@ -37,6 +45,8 @@ class MarkdownFormatter(Formatter):
         lines += [f"> **warning:** {markdown_text(warning)}" for warning in report.warnings]
         if report.warnings:
             lines.append("")
+        if report.sweep is not None:
+            lines += _sweep_lines(report.sweep)
         for run in failing_first(report.runs, self.options.fail_on):
             lines += self._run_lines(run)
         return "\n".join(lines).rstrip("\n") + "\n"
@@ -66,6 +76,32 @@ class MarkdownFormatter(Formatter):
             summary = plural(len(selection.folded), "healthy parameter")
             lines += [f"<details><summary>{summary}</summary>", "", names, "", "</details>", ""]
         return lines
+
+
+def _sweep_lines(sweep: Sweep) -> list[str]:
+    """The sweep view: headline, hyperparameters and relations, the ranking as a table."""
+    lines = [f"### {markdown_text(sweep_headline(sweep))}", "", markdown_text(hparams_line(sweep))]
+    lines += ["", *(f"- {markdown_text(text)}" for text in relation_lines(sweep))]
+    if sweep.relations:
+        lines.append("")
+    header = rank_header(sweep)
+    lines += [_row(list(header)), _row(["---:", "---", "---", "---", "---:", "---"][: len(header)])]
+    rows, left_out = ranking_rows(sweep)
+    for row in rows:
+        rank, verdict, run, worst, first_bad, *hparams = row.cells(sweep)
+        cells = [
+            rank,
+            f"{MARKS.get(verdict, '⬜')} {verdict}",
+            markdown_code(run, in_table=True),
+            markdown_code(worst, in_table=True) if worst else "",
+            first_bad,
+            *(markdown_text(text) for text in hparams),
+        ]
+        lines.append(_row(cells))
+    lines.append("")
+    if left_out:
+        lines += [markdown_text(left_out_line(left_out)), ""]
+    return lines
 
 
 def _table(layers: tuple[LayerResult, ...]) -> list[str]:

@@ -18,11 +18,19 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from gradcheck.model import LayerResult, Report, RunReport
+from gradcheck.model import LayerResult, Report, RunReport, Sweep
 from gradcheck.report.escape import each_string, terminal
 from gradcheck.report.interface import Env, Formatter
 from gradcheck.report.numbers import format_steps
 from gradcheck.report.sparkline import sparkline
+from gradcheck.report.sweep_view import (
+    hparams_line,
+    left_out_line,
+    rank_header,
+    ranking_rows,
+    relation_lines,
+    sweep_headline,
+)
 from gradcheck.report.view import (
     KEY_NUMBERS,
     LayerSelection,
@@ -58,8 +66,10 @@ class TableFormatter(Formatter):
 
     def format(self, report: Report) -> str:
         console = text_console(self.options.env)
+        if report.sweep is not None:
+            _print_sweep(console, each_string(report.sweep, terminal))  # names from the logs
         for position, run in enumerate(report.runs):
-            if position:
+            if position or report.sweep is not None:
                 console.print()
             self._print_run(console, run)
         for warning in each_string(report.warnings, terminal):  # they quote names
@@ -114,6 +124,27 @@ class TableFormatter(Formatter):
                 Text(sparkline(layer.trend, trend_width), style=style),
             )
         return table
+
+
+def _print_sweep(console: Console, sweep: Sweep) -> None:
+    """The sweep's headline, its hyperparameters and their relations with the verdicts, and
+    the runs ranked worst first (at most ``MAX_RANKED``)."""
+    console.print(Text(sweep_headline(sweep), style="bold"))
+    for line in [hparams_line(sweep), *relation_lines(sweep)]:
+        console.print(Padding(Text(line), (0, 0, 0, 2)))
+    rows, left_out = ranking_rows(sweep)
+    table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False)
+    for label in rank_header(sweep):
+        numeric = label in ("#", "first bad")
+        table.add_column(label, justify="right" if numeric else "left", overflow="fold")
+    for row in rows:
+        style = VERDICT_STYLES.get(row.verdict, "dim")
+        cells = [Text(cell) for cell in row.cells(sweep)]
+        cells[1].stylize(style)
+        table.add_row(*cells)
+    console.print(table)
+    if left_out:
+        console.print(Padding(Text(left_out_line(left_out), style="dim"), (0, 0, 0, 2)))
 
 
 def text_console(env: Env) -> Console:

@@ -54,6 +54,7 @@ def merge(parts: Sequence[RunData], consume: bool = False) -> RunData:
         notices=thinning_notices(notices, run, files, histograms.values()),
         histograms=histograms,
         scalars=scalars,
+        hparams={name: value for part in parts for name, value in part.hparams.items()},
     )
 
 

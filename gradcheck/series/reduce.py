@@ -28,6 +28,8 @@ from gradcheck.model import (
     FileInfo,
     HistogramRecord,
     HistogramSeries,
+    HParamsRecord,
+    HParamValue,
     Notice,
     Record,
     RunData,
@@ -248,6 +250,7 @@ class Reducer:
         self.scalars: dict[str, _ScalarBuilder] = {}
         self.pending: list[HistogramRecord] = []
         self.pending_buckets = 0
+        self.hparams: dict[str, HParamValue] = {}
 
     def add(self, record: Record) -> None:
         if isinstance(record, HistogramRecord):
@@ -265,6 +268,8 @@ class Reducer:
             self._saw_file(record.run, record.file)
         elif isinstance(record, Notice):
             self.notices.append(record)
+        elif isinstance(record, HParamsRecord):
+            self.hparams.update(record.values)
 
     def _saw_file(self, run: str, file: str) -> None:
         self.run = self.run or run
@@ -336,6 +341,7 @@ class Reducer:
             notices=thinning_notices(self.notices, self.run, files, histograms.values()),
             histograms=histograms,
             scalars=build_all(self.scalars, _ScalarBuilder.build),
+            hparams=dict(self.hparams),
         )
 
 

@@ -271,31 +271,44 @@ def downsample(values: np.ndarray, points: int = TREND_POINTS) -> tuple[float, .
     """At most ``points`` values for a sparkline: the largest of each bin, NaN if any is bad."""
     if values.size <= points:
         return tuple(values.tolist())
-    # np.array_split's bins: the first ``size % points`` hold one value more.
-    size, extra = divmod(values.size, points)
-    starts = np.arange(points) * size + np.minimum(np.arange(points), extra)
+    starts = _bin_starts(values.size, points)
     bad = ~np.isfinite(values)
     largest = np.maximum.reduceat(np.where(bad, -np.inf, values), starts)
     return tuple(np.where(np.add.reduceat(bad, starts) > 0, np.nan, largest).tolist())
+
+
+def _bin_starts(size: int, points: int) -> np.ndarray:
+    """Where each of ``points`` bins of ``size`` values starts: ``np.array_split``'s bins (the
+    first ``size % points`` hold one value more)."""
+    each, extra = divmod(size, points)
+    return np.arange(points) * each + np.minimum(np.arange(points), extra)
 
 
 def chart_series(
     label: str, steps: np.ndarray, values: np.ndarray, nonfinite_steps: np.ndarray
 ) -> StepSeries:
     """``values`` over ``steps`` for a chart: whole up to ``2 * CHART_WINDOWS`` steps, else the
-    lowest and highest finite point of each window (a window of NaN keeps its first step, so
-    the line breaks there). Every non-finite step is kept in ``nonfinite_steps``."""
+    lowest and highest finite point of each window (the first of equal ones; a window of NaN
+    keeps its first step, so the line breaks there). Every non-finite step is kept in
+    ``nonfinite_steps``. Vectorised over the windows (a loop over them took ~10 ms a series
+    of 3,000 steps, most of a ``gradcheck watch`` update)."""
     if values.size <= 2 * CHART_WINDOWS:
         return StepSeries(label, steps, values, nonfinite_steps)
-    windows = np.array_split(np.arange(values.size), CHART_WINDOWS)
-    keep: list[int] = []
-    for window in windows:
-        part = values[window]
-        finite = np.isfinite(part)
-        if not finite.any():
-            keep.append(int(window[0]))
-            continue
-        masked = np.where(finite, part, np.nan)
-        keep += sorted({int(window[np.nanargmin(masked)]), int(window[np.nanargmax(masked)])})
-    index = np.array(keep)
+    starts = _bin_starts(values.size, CHART_WINDOWS)
+    window = np.repeat(np.arange(CHART_WINDOWS), np.diff(np.append(starts, values.size)))
+    finite = np.isfinite(values)
+    any_finite = np.logical_or.reduceat(finite, starts)
+
+    def first_extreme(extreme: np.ufunc, fill: float) -> np.ndarray:
+        masked = np.where(finite, values, fill)
+        hits = np.flatnonzero(finite & (masked == extreme.reduceat(masked, starts)[window]))
+        first = np.full(CHART_WINDOWS, -1)
+        first[window[hits[::-1]]] = hits[::-1]  # assigned last to first: the first one stays
+        return first
+
+    lowest, highest = first_extreme(np.minimum, np.inf), first_extreme(np.maximum, -np.inf)
+    earlier = np.where(any_finite, np.minimum(lowest, highest), starts)
+    later = np.where(any_finite & (lowest != highest), np.maximum(lowest, highest), -1)
+    index = np.stack([earlier, later], axis=1).ravel()
+    index = index[index >= 0]
     return StepSeries(label, steps[index], values[index], nonfinite_steps)

@@ -84,11 +84,17 @@ QUIET_RULES: tuple[Rule, ...] = (find_vanishing, find_static, find_slow)
 
 
 def analyze_run(
-    data: RunData, config: Config = DEFAULT_CONFIG, rules: TagRules = DEFAULT_RULES
+    data: RunData,
+    config: Config = DEFAULT_CONFIG,
+    rules: TagRules = DEFAULT_RULES,
+    open_end: bool = False,
 ) -> RunReport:
-    """Verdicts on every parameter of one run, ranked worst first."""
+    """Verdicts on every parameter of one run, ranked worst first; ``open_end``: the log is
+    still being written (see ``RunContext.open_end``)."""
     data, parameters, norms, gradients, roles = run_parameters(data, rules)
     context = run_context(data, parameters, config, norms)
+    if open_end:
+        context = dataclasses.replace(context, open_end=True)
     outcomes = {p.name: _outcomes(p, context, BLOW_UP_RULES) for p in parameters}
     findings = align_layer_onsets({name: found for name, (found, _) in outcomes.items()})
     notes = {name: excused for name, (_, excused) in outcomes.items()}
@@ -100,7 +106,9 @@ def analyze_run(
     healthy_context = (  # without trouble every step is healthy: the same context again
         context
         if healthy_before is None
-        else run_context(data, healthy, config, norms, healthy_before)
+        else dataclasses.replace(
+            run_context(data, healthy, config, norms, healthy_before), open_end=open_end
+        )
     )
     for parameter in healthy:
         if parameter.name == GLOBAL_NORM_ROW:
@@ -129,6 +137,7 @@ def analyze_run(
         notes=coverage_notes(parameters, gradients) + ((whole_model,) if whole_model else ()),
         updates=updates,
         wall_times=_wall_times(data),
+        hparams=dict(data.hparams),
     )
 
 

@@ -15,9 +15,20 @@ import numpy as np
 
 
 def median(values: np.ndarray | Sequence[float]) -> float:
-    """``float(np.median(values))``, bit for bit (NaN if any value is NaN or there is none),
-    at a fraction of its cost on the small arrays analysis takes ~1000 medians of per run
-    (one sort, no dispatch)."""
+    """``float(np.median(values))`` (NaN if any value is NaN or there is none), bit for bit
+    but for the sign of a zero result (see ``sorted_median``), at a fraction of its cost on the
+    small arrays analysis takes ~17 medians of per parameter (one sort, no dispatch; up to
+    ``SMALL`` values by Python's own sort)."""
+    if type(values) is np.ndarray and values.dtype is _FLOAT64 and values.size <= SMALL:
+        found = _small_median(values.ravel().tolist())
+        if found is not None:
+            return found
+    return sorted_median(values)
+
+
+def sorted_median(values: np.ndarray | Sequence[float]) -> float:
+    """``median`` by numpy's sort, for any input: ``float(np.median(values))`` bit for bit, but
+    a zero result keeps its sign (``np.median([-0.0])`` is ``0.0``, this ``-0.0``)."""
     ordered = np.sort(np.asarray(values), axis=None)
     size = ordered.size
     if size == 0 or np.isnan(ordered[-1]):  # NaN sorts last
@@ -29,6 +40,26 @@ def median(values: np.ndarray | Sequence[float]) -> float:
         return (float(ordered[middle - 1]) + float(ordered[middle])) / 2
     with np.errstate(over="ignore"):
         return float((ordered[middle - 1] + ordered[middle]) / 2)
+
+
+SMALL = 32
+"""Up to this many values, a median sorts a Python list (~1 us), not a numpy array (2-5 us)."""
+_FLOAT64 = np.dtype(np.float64)
+
+
+def _small_median(values: list[float]) -> float | None:
+    """``median`` of a few float64 values, or None where numpy's sort itself must decide: a
+    NaN among them (or +inf and -inf, whose sum is NaN too), none at all, or a zero in the
+    middle (numpy's sort may put -0.0 and 0.0 in either order; Python's keeps theirs)."""
+    total = sum(values)
+    if not values or total != total:
+        return None
+    values.sort()
+    middle = len(values) // 2
+    low, high = values[middle - 1 + len(values) % 2], values[middle]
+    if low == 0 or high == 0:
+        return None
+    return high if len(values) % 2 else (low + high) / 2
 
 
 def nanmedian(values: np.ndarray) -> float:

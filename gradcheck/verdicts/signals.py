@@ -130,12 +130,15 @@ def _gradient_signal(data: RunData, tags: ParameterTags) -> GradientSignal | Non
         assert histogram is not None
         steps, norm = histogram.steps, histogram.column("l2_norm")
         bounds = histogram.column("l2_error_bound")
-        exact = bool(np.nanmax(bounds, initial=0.0) == 0.0)
         bound, tag = float(np.nanmax(bounds, initial=0.0)), histogram.tag
+        exact = bound == 0.0
         zero_share = histogram.column("zero_share")
         logged = histogram.histograms_read
     bad_steps = _unique_steps(bad)
-    norm[np.isin(steps, bad_steps) | ~np.isfinite(norm)] = np.nan
+    unusable = ~np.isfinite(norm)
+    if bad_steps.size:
+        unusable |= np.isin(steps, bad_steps)
+    norm[unusable] = np.nan
     rms = _sparse_rms(norm, count, zero_share)
     return GradientSignal(tag, steps, norm, rms, bad_steps, exact, bound, count, logged)
 
@@ -143,6 +146,8 @@ def _gradient_signal(data: RunData, tags: ParameterTags) -> GradientSignal | Non
 def _unique_steps(arrays: list[np.ndarray]) -> np.ndarray:
     """The distinct steps of ``arrays``, sorted, as int64: ``np.unique`` by sort and mask
     (``np.unique`` imports ``numpy.ma`` on first use, ~8 ms of start-up)."""
+    if not any(array.size for array in arrays):  # the usual case: no bad step at all
+        return np.empty(0, dtype=np.int64)
     steps = np.sort(np.concatenate(arrays)).astype(np.int64)
     first = np.ones(steps.size, dtype=bool)
     np.not_equal(steps[1:], steps[:-1], out=first[1:])

@@ -94,6 +94,10 @@ class RunContext:
     steps_are_epochs: bool = False
     """The weights are logged at the steps of an ``epoch_*`` scalar (Keras' TensorBoard
     callback): a step is an epoch of many updates, not one update."""
+    open_end: bool = False
+    """The log is still being written (``gradcheck watch``): where a series ends now is not
+    where the training stopped, so the rules that read a log's end as the training's end
+    (series stopping as the loss turns NaN; gradients finite again after an overflow) wait."""
 
 
 def severity(verdict: Verdict, excess: float) -> float:
@@ -122,6 +126,8 @@ def early_and_late(values: np.ndarray, config: Config) -> tuple[float, float, np
     if finite.size == 0:
         return float("nan"), float("nan"), finite
     size = baseline_size(finite.size, config)
+    if finite.size == values.size:  # every value finite (the usual case): views, no copies
+        return median(values[:size]), median(values[-size:]), finite
     early = median(values[finite[:size]])
     late = median(values[finite[-size:]])
     return early, late, finite

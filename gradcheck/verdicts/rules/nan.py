@@ -46,7 +46,8 @@ def transient_overflow(parameter: Parameter, context: RunContext) -> bool:
     """Non-finite gradients at isolated steps that training survived, as dynamic loss scaling
     (``torch.amp.GradScaler``, Keras ``LossScaleOptimizer``) leaves them: the optimizer skips
     those steps, so the weights stay finite, the loss stays finite, and the gradient is finite
-    again at its last logged step; at most :data:`OVERFLOW_SHARE` of the logged steps."""
+    again at its last logged step (in a log still being written, possibly at the next one);
+    at most :data:`OVERFLOW_SHARE` of the logged steps."""
     gradient, weight = parameter.gradient, parameter.weight
     if gradient is None or gradient.bad_steps.size == 0:
         return False
@@ -55,8 +56,8 @@ def transient_overflow(parameter: Parameter, context: RunContext) -> bool:
     if context.loss_nan_step is not None:
         return False
     last = int(gradient.steps[-1]) if gradient.steps.size else None
-    if last is None or bool(np.isin(last, gradient.bad_steps)):
-        return False  # non-finite to the end: it never recovered
+    if last is None or (bool(np.isin(last, gradient.bad_steps)) and not context.open_end):
+        return False  # non-finite to the end: it never recovered (a log still written may)
     if gradient.bad_steps.size > OVERFLOW_SHARE * gradient.steps.size:
         return False
     shown_skipped = weight is not None or context.loss_scale_tag is not None
@@ -110,8 +111,8 @@ def _nan_evidence(parameter: Parameter, step: int) -> str:
 def _stopped_at_nan_loss(parameter: Parameter, context: RunContext) -> Finding | None:
     loss_step = context.loss_nan_step
     signals = [s for s in (parameter.gradient, parameter.weight) if s is not None]
-    if loss_step is None or not signals:
-        return None
+    if loss_step is None or not signals or context.open_end:
+        return None  # a log still being written: its series stop at its newest step anyway
     last = max(int(s.steps[-1]) for s in signals)
     intervals = [median(np.diff(s.steps)) for s in signals if s.steps.size > 1]
     interval = float(min(intervals)) if intervals else 1.0
