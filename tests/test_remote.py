@@ -193,18 +193,22 @@ def test_memory_reports_equal_local_reports(
     assert_same_reports(local, remote, MEMORY_ROOT, LOCAL_FOR_MEMORY)
 
 
+@pytest.mark.parametrize("whole", [True, False], ids=["whole-files", "byte-ranges"])
 def test_worker_processes_and_byte_ranges_read_s3(
+    whole: bool,
     s3_endpoint: str,
     here: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Forked readers and files cut in byte ranges (thresholds lowered to the sample logs'
-    sizes) read the URLs themselves, with the options their tasks carry."""
+    """Worker processes read the URLs themselves, with the options their tasks carry
+    (thresholds lowered to the sample logs' sizes); a URL is read whole by one of them, or,
+    with ``REMOTE_WHOLE`` off, in byte ranges as a local file is."""
     expected = _all_formats(tmp_path / "one", f"{LOCAL_FOR_S3}/sample_runs", "-j", "1")
     monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)
     monkeypatch.setattr(pool, "SPLIT_SIZE", 0)
+    monkeypatch.setattr(pool, "REMOTE_WHOLE", whole)
     monkeypatch.setattr(pool, "plan_pieces", lambda size, share, estimate: 3)
     planned: list[int] = []
     plan = pool._plan
@@ -212,7 +216,7 @@ def test_worker_processes_and_byte_ranges_read_s3(
     endpoint = f"--storage-option=endpoint_url={s3_endpoint}"
     caplog.set_level(logging.INFO, logger="werkzeug")
     remote = _all_formats(tmp_path / "s3", f"{S3_ROOT}/sample_runs", "-j", "2", endpoint)
-    assert planned and planned[0] > 7  # 7 files, cut in ranges
+    assert planned == [7] if whole else planned[0] > 7  # 7 files, or more ranges
     assert_same_reports(expected, remote, S3_ROOT, LOCAL_FOR_S3)
     heads = [r.getMessage() for r in caplog.records if "HEAD /" in r.getMessage()]
     assert len(heads) <= 1 + planned[0], heads  # a worker asks each of its files its size

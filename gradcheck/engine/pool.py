@@ -31,12 +31,17 @@ from typing import Any, Protocol, TypeVar
 from gradcheck.engine import fastpath
 from gradcheck.engine.parts import FilePart, file_part, reduce_file, reduce_range
 from gradcheck.events.steps import StepWindow
-from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size
+from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, is_url
 
 SPLIT_SIZE = 64 << 20
 """Files at least this large may be read in byte ranges by several processes (when their
 reading is also estimated long enough, :func:`plan_pieces`): below, starting a worker, the
 transfer and the join cost about what the second core saves (``bench/README.md``)."""
+REMOTE_WHOLE = True
+"""A URL is read whole by one process, never cut in byte ranges: each range costs a worker
+its own requests (the cut's search, the head, a GET from the range's start) and, with
+forkserver workers, the storage library's import (the 160 MB TF2 log from the local S3
+server, default jobs: 6.7 s in ranges against 1.7 s whole, ``bench/README.md``)."""
 POOL_MIN_BYTES = 64 << 20
 """Less than this in all is read in this process alone (same reason as :data:`SPLIT_SIZE`)."""
 
@@ -234,7 +239,8 @@ def _plan(
     tasks = []
     for number, ((path, run), size) in enumerate(zip(files, sizes, strict=True)):
         boundaries: list[int] = []
-        if split and size >= SPLIT_SIZE and plan_pieces(size, share, None) > 1:
+        cut = split and size >= SPLIT_SIZE and not (REMOTE_WHOLE and is_url(path))
+        if cut and plan_pieces(size, share, None) > 1:
             plugins, records, scanned = fastpath.scan_head(path, run, fastpath.HEAD_BYTES, storage)
             pieces = plan_pieces(size, share, estimated_seconds(size, records, scanned))
             if pieces > 1:
