@@ -8,12 +8,13 @@ renders it. Memory grows with the number of tags, not with file size.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from gradcheck.events.discover import discover
 from gradcheck.events.reader import element_count, read_run, series_name
+from gradcheck.events.storage import StorageOptions
 from gradcheck.model import (
     Damage,
     FileInfo,
@@ -101,10 +102,17 @@ class InspectReport:
         return tuple(notice for run in self.runs for notice in run.notices)
 
 
-def inspect_paths(paths: Sequence[str], rules: TagRules | None = None) -> InspectReport:
-    """Inspect the runs under ``paths``; ``InputError`` when none is found."""
-    runs = discover(list(paths))
-    return inspect_records((record for run in runs for record in read_run(run)), rules)
+def inspect_paths(
+    paths: Sequence[str],
+    rules: TagRules | None = None,
+    storage_options: Mapping[str, object] | None = None,
+) -> InspectReport:
+    """Inspect the runs under ``paths`` (``storage_options``: fsspec options for URLs);
+    ``InputError`` when none is found."""
+    storage = StorageOptions.of(storage_options)
+    runs = discover(list(paths), storage)
+    records = (record for run in runs for record in read_run(run, storage))
+    return inspect_records(records, rules)
 
 
 def inspect_records(records: Iterable[Record], rules: TagRules | None = None) -> InspectReport:
