@@ -7,13 +7,14 @@ records stream past, so bucket arrays are never all held at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gradcheck.events.discover import discover
 from gradcheck.events.reader import read_run
+from gradcheck.events.storage import StorageOptions
 from gradcheck.model import STAT_NAMES, Damage, HistogramRecord, Notice, Record, ScalarRecord
 from gradcheck.series.stats import FIELD_NAMES, histogram_stats_batch
 
@@ -35,22 +36,28 @@ FRAME_COLUMNS: tuple[str, ...] = (
 histogram rows; ``sum``/``sum_squares`` are the proto's (NaN for TF2 tensor histograms)."""
 
 
-def read(paths: str | Sequence[str]) -> Iterator[Record]:
-    """Every record (histograms, scalars, damage, notices, file infos) under ``paths``.
+def read(
+    paths: str | Sequence[str], storage_options: Mapping[str, Any] | None = None
+) -> Iterator[Record]:
+    """Every record (histograms, scalars, damage, notices, file infos) under ``paths``
+    (local paths or URLs; ``storage_options``: fsspec options for URLs).
 
     Runs are found first, so a missing path or a folder without event files raises
     ``InputError`` here, before any record is read.
     """
-    runs = discover([paths] if isinstance(paths, str) else list(paths))
-    return (record for run in runs for record in read_run(run))
+    storage = StorageOptions.of(storage_options)
+    runs = discover([paths] if isinstance(paths, str) else list(paths), storage)
+    return (record for run in runs for record in read_run(run, storage))
 
 
-def frame(paths: str | Sequence[str]) -> pd.DataFrame:
+def frame(
+    paths: str | Sequence[str], storage_options: Mapping[str, Any] | None = None
+) -> pd.DataFrame:
     """All histogram and scalar values under ``paths`` as one long-format DataFrame.
 
     ``frame.attrs["warnings"]`` holds one line per damage or notice found while reading.
     """
-    return records_frame(read(paths))
+    return records_frame(read(paths, storage_options))
 
 
 def records_frame(records: Iterable[Record]) -> pd.DataFrame:

@@ -253,6 +253,28 @@ def jobs_options(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
+def storage_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--storage-option KEY=VALUE`` (repeatable): fsspec options for URLs, secrets refused
+    (:func:`gradcheck.events.storage.parse_storage_options`)."""
+    return click.option(
+        "--storage-option",
+        "storage_options",
+        multiple=True,
+        metavar="K=V",
+        help="An fsspec option for URLs (s3://...), e.g. endpoint_url=URL or anon=true"
+        " (repeatable; no secrets).",
+    )(function)
+
+
+def _storage_options(texts: Sequence[str]) -> dict[str, object] | None:
+    """The ``--storage-option`` texts as options (None without any: fsspec is not imported)."""
+    if not texts:
+        return None
+    from gradcheck.events.storage import parse_storage_options
+
+    return parse_storage_options(texts).kwargs()
+
+
 def _settings(
     config_path: str | None, grad_pattern: str | None, weight_pattern: str | None
 ) -> tuple[Config, TagRules]:
@@ -318,6 +340,7 @@ def cli() -> None:
 @config_option
 @pattern_options
 @jobs_options
+@storage_option
 @debug_option
 @click.pass_context
 def analyze(
@@ -339,6 +362,7 @@ def analyze(
     jobs: int | None,
     scheduler: str | None,
     no_progress: bool,
+    storage_options: tuple[str, ...],
 ) -> ExitStatus:
     """Judge every parameter of the runs under PATH... (event files or directories).
 
@@ -364,6 +388,7 @@ def analyze(
             jobs=jobs,
             workers=workers,
             sweep=sweep,
+            storage_options=_storage_options(storage_options),
         )
     options = FormatOptions(top=top, show_all=show_all, fail_on=failing)
     stdout_options = replace(options, env=env) if output is None else options
@@ -395,6 +420,7 @@ def _report_target(text: str) -> tuple[str, str]:
 @format_options(INSPECT_FORMAT_CHOICES, "listing")
 @click.option("--grad-pattern", metavar="RE", help="Regex for gradient tags, group (?P<name>).")
 @click.option("--weight-pattern", metavar="RE", help="Regex for weight tags, group (?P<name>).")
+@storage_option
 @debug_option
 @click.pass_context
 def inspect(
@@ -404,6 +430,7 @@ def inspect(
     output: str | None,
     grad_pattern: str | None,
     weight_pattern: str | None,
+    storage_options: tuple[str, ...],
 ) -> ExitStatus:
     """List the runs under PATH..., their files, tags and any damage (no verdicts)."""
     from gradcheck.inspect import inspect_paths
@@ -412,7 +439,7 @@ def inspect(
 
     env = _env(ctx)
     rules = TagRules.from_patterns(grad_pattern, weight_pattern)
-    listing = inspect_paths(list(paths), rules)
+    listing = inspect_paths(list(paths), rules, _storage_options(storage_options))
     _emit(format_inspect(listing, format_name, env if output is None else Env()), output)
     return ExitStatus.OK
 
@@ -434,6 +461,7 @@ def inspect(
 @config_option
 @pattern_options
 @jobs_options
+@storage_option
 @debug_option
 @click.pass_context
 def compare(
@@ -451,6 +479,7 @@ def compare(
     jobs: int | None,
     scheduler: str | None,
     no_progress: bool,
+    storage_options: tuple[str, ...],
 ) -> ExitStatus:
     """Compare run B with run A, parameter by parameter (ratios B over A).
 
@@ -475,6 +504,7 @@ def compare(
             progress=progress,
             jobs=jobs,
             workers=workers,
+            storage_options=_storage_options(storage_options),
         )
     comparison = compare_runs(run_a_data, run_b_data, config=config, rules=rules, layer_glob=layer)
     options = FormatOptions(env=env if output is None else Env())

@@ -8,7 +8,7 @@ renders it. Memory grows with the number of tags, not with file size.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -16,6 +16,7 @@ from gradcheck.engine import fastpath
 from gradcheck.engine.fastpath import ValueGroups
 from gradcheck.events.discover import discover
 from gradcheck.events.reader import element_count, read_run, series_name
+from gradcheck.events.storage import StorageOptions
 from gradcheck.model import (
     Damage,
     FileInfo,
@@ -103,18 +104,25 @@ class InspectReport:
         return tuple(notice for run in self.runs for notice in run.notices)
 
 
-def inspect_paths(paths: Sequence[str], rules: TagRules | None = None) -> InspectReport:
-    """Inspect the runs under ``paths``; ``InputError`` when none is found.
+def inspect_paths(
+    paths: Sequence[str],
+    rules: TagRules | None = None,
+    storage_options: Mapping[str, object] | None = None,
+) -> InspectReport:
+    """Inspect the runs under ``paths`` (``storage_options``: fsspec options for URLs);
+    ``InputError`` when none is found.
 
     With the C engine, values are counted per series and batch as the scanner reads them
     (``fastpath.census_run``); else, and as the reference, from the reader's records.
     """
-    runs = discover(list(paths))
+    storage = StorageOptions.of(storage_options)
+    runs = discover(list(paths), storage)
     if not fastpath.available():
-        return inspect_records((record for run in runs for record in read_run(run)), rules)
+        records = (record for run in runs for record in read_run(run, storage))
+        return inspect_records(records, rules)
     tally = _Tally()
     for run in runs:
-        fastpath.census_run(run, tally)
+        fastpath.census_run(run, tally, storage)
     return tally.report(rules)
 
 

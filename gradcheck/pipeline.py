@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
@@ -25,7 +25,7 @@ from gradcheck.engine.pool import SPLIT_SIZE, Workers, map_shared, read_files
 from gradcheck.errors import InputError
 from gradcheck.events.discover import discover
 from gradcheck.events.steps import StepWindow
-from gradcheck.events.storage import file_size
+from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size
 from gradcheck.model import (
     FileInfo,
     Report,
@@ -55,6 +55,7 @@ def analyze(
     jobs: int | None = None,
     workers: Workers | None = None,
     sweep: bool | None = None,
+    storage_options: Mapping[str, object] | None = None,
 ) -> Report:
     """Analyse the event files under ``paths`` and return the report of every run.
 
@@ -62,20 +63,22 @@ def analyze(
     ``workers``: where the work runs instead (a Dask cluster's, see ``engine.cluster``).
     ``sweep``: whether the report carries the sweep view (None: when the runs look like a
     sweep, :func:`gradcheck.verdicts.sweep.looks_like_sweep`).
+    ``storage_options``: fsspec options for URLs (``endpoint_url``, ``anon``...).
 
     Raises ``InputError`` for a missing path, no event file, no run or parameter matching the
     globs, or when no histogram or scalar can be read at all (exit status 2 in the CLI).
     """
     window = steps if steps is not None else StepWindow()
-    runs = select_runs(discover(paths), run_glob)
+    storage = StorageOptions.of(storage_options)
+    runs = select_runs(discover(paths, storage), run_glob)
     with _using(workers, jobs) as chosen:
-        if _whole_runs(runs, chosen):
-            judged = read_and_judge_runs(runs, window, progress, config, rules, chosen)
+        if _whole_runs(runs, chosen, storage):
+            judged = read_and_judge_runs(runs, window, progress, config, rules, chosen, storage)
             parts_by_run = [parts for _, parts in judged]
             _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
             reports = [report for report, _ in judged]
         else:
-            parts_by_run = read_runs(runs, window, progress, chosen)
+            parts_by_run = read_runs(runs, window, progress, chosen, storage)
             _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
             reports = judge_runs(runs, parts_by_run, config, rules, chosen)
     shown = tuple(filter_layers(reports, layer_glob))
@@ -159,12 +162,14 @@ has a file big enough to be cut in ranges, and they hold this much in all (a swe
 their reports travel back (``bench/README.md``, "Worker processes")."""
 
 
-def _whole_runs(runs: Sequence[Run], workers: Workers) -> bool:
+def _whole_runs(
+    runs: Sequence[Run], workers: Workers, storage: StorageOptions = NO_OPTIONS
+) -> bool:
     """Whether each run is better read and judged in one task (see
     :data:`WHOLE_RUNS_MIN_BYTES`); an executor given takes every run so."""
     if len(runs) < 2 or not (workers.jobs >= 2 or workers.given):
         return False
-    sizes = [_size(path) for run in runs for path in run.files]
+    sizes = [_size(path, storage) for run in runs for path in run.files]
     if max(sizes, default=0) >= SPLIT_SIZE and not workers.given:
         return False
     return workers.given or sum(sizes) >= WHOLE_RUNS_MIN_BYTES
@@ -177,11 +182,12 @@ def read_and_judge_runs(
     config: Config,
     rules: TagRules,
     workers: Workers,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> list[tuple[RunReport, list[FilePart]]]:
     """Every run read and judged in one task on the ``workers`` (a sweep's many small runs),
     in order: its report, and its files' parts without their series (what
-    :func:`_check_readable` looks at)."""
-    sizes = [sum(_size(path) for path in run.files) for run in runs]
+    :func:`_check_readable` looks at); ``storage`` goes with each task."""
+    sizes = [sum(_size(path, storage) for path in run.files) for run in runs]
     total = sum(sizes)
     done = 0
 
@@ -194,7 +200,7 @@ def read_and_judge_runs(
     if progress is not None:
         progress(0, total)
     return map_shared(
-        partial(_read_and_judged, window=window, config=config, rules=rules),
+        partial(_read_and_judged, window=window, config=config, rules=rules, storage=storage),
         list(runs),
         [float(size) for size in sizes],
         0.0,
@@ -204,10 +210,14 @@ def read_and_judge_runs(
 
 
 def _read_and_judged(
-    run: Run, window: StepWindow, config: Config, rules: TagRules
+    run: Run,
+    window: StepWindow,
+    config: Config,
+    rules: TagRules,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> tuple[RunReport, list[FilePart]]:
     """One run read and judged (a task of :func:`read_and_judge_runs`)."""
-    parts = [reduce_file(path, run.path, window) for path in run.files]
+    parts = [reduce_file(path, run.path, window, storage=storage) for path in run.files]
     report = analyze_parts(run, parts, config, rules)
     return report, [replace(part, data=_without_series(part.data)) for part in parts]
 
@@ -231,12 +241,13 @@ def read_runs(
     window: StepWindow,
     progress: ProgressCallback | None,
     workers: Workers | None = None,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> list[list[FilePart]]:
     """Every file of ``runs`` reduced (the map step: one independent task per file, or byte
     range of a big file), grouped by run, in file order."""
-    tracker = _ProgressTracker(runs, progress)
+    tracker = _ProgressTracker(runs, progress, storage)
     files = [(path, run.path) for run in runs for path in run.files]
-    parts = iter(read_files(files, window, tracker, workers))
+    parts = iter(read_files(files, window, tracker, workers, storage))
     parts_by_run = [[next(parts) for _ in run.files] for run in runs]
     tracker.finish()
     return parts_by_run
@@ -259,16 +270,19 @@ def load_runs(
     progress: ProgressCallback | None = None,
     jobs: int | None = None,
     workers: Workers | None = None,
+    storage_options: Mapping[str, object] | None = None,
 ) -> list[LoadedRun]:
-    """The one run under each of ``paths``, read and judged.
+    """The one run under each of ``paths``, read and judged (``storage_options``: as for
+    :func:`analyze`).
 
     Raises ``InputError`` when a path holds no run or several (naming them), or when a run
     has no histogram or scalar in the step window.
     """
     window = steps if steps is not None else StepWindow()
-    runs = [_only_run(path) for path in paths]
+    storage = StorageOptions.of(storage_options)
+    runs = [_only_run(path, storage) for path in paths]
     with _using(workers, jobs) as chosen:
-        parts_by_run = read_runs(runs, window, progress, chosen)
+        parts_by_run = read_runs(runs, window, progress, chosen, storage)
     loaded = []
     for path, run, parts in zip(paths, runs, parts_by_run, strict=True):
         _check_readable([path], parts, window)
@@ -277,9 +291,9 @@ def load_runs(
     return loaded
 
 
-def _only_run(path: str) -> Run:
+def _only_run(path: str, storage: StorageOptions = NO_OPTIONS) -> Run:
     """The single run under ``path``; InputError naming what was found otherwise."""
-    runs = discover([path])
+    runs = discover([path], storage)
     if len(runs) != 1:
         found = ", ".join(run.path for run in runs[:5]) + (", ..." if len(runs) > 5 else "")
         raise InputError(f"{path} holds {len(runs)} runs ({found}): give the directory of one run")
@@ -339,9 +353,14 @@ def _judged_data(
 class _ProgressTracker:
     """Turns per-file byte offsets into overall ``(bytes_done, bytes_total)`` reports."""
 
-    def __init__(self, runs: Sequence[Run], progress: ProgressCallback | None) -> None:
+    def __init__(
+        self,
+        runs: Sequence[Run],
+        progress: ProgressCallback | None,
+        storage: StorageOptions = NO_OPTIONS,
+    ) -> None:
         self._progress = progress
-        self._sizes = [_size(path) for run in runs for path in run.files]
+        self._sizes = [_size(path, storage) for run in runs for path in run.files]
         self._total = sum(self._sizes)
         self._finished = 0  # bytes of files completely read
         self._file = -1
@@ -372,10 +391,10 @@ class _ProgressTracker:
             self._progress(self._finished + offset, self._total)
 
 
-def _size(path: str) -> int:
+def _size(path: str, storage: StorageOptions = NO_OPTIONS) -> int:
     """File size in bytes, 0 when it cannot be read (the reader reports why)."""
     try:
-        return file_size(path)
+        return file_size(path, storage)
     except OSError:
         return 0
 

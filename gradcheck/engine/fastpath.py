@@ -34,7 +34,7 @@ from gradcheck.events.reader import (
     unreadable,
 )
 from gradcheck.events.steps import StepWindow
-from gradcheck.events.storage import file_size, open_binary
+from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, open_binary
 from gradcheck.events.wire import EVENT_SUMMARY, event_head
 from gradcheck.model import (
     STAT_NAMES,
@@ -449,8 +449,10 @@ def reduce_file_range(
     start: int = 0,
     limit: int = -1,
     assumed: Mapping[str, str] | None = None,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> RangeResult:
-    """Read the records of ``path`` that start in ``[start, limit)`` with the C engine.
+    """Read the records of ``path`` that start in ``[start, limit)`` with the C engine
+    (``storage``: the options for a URL).
 
     The whole file (``start`` 0, ``limit`` -1) gives the same ``RunData`` as
     ``series.reduce_records(reader.read_file(path, run))`` with the window applied.
@@ -461,8 +463,8 @@ def reduce_file_range(
     reader = _RangeReader(path, run, window, keep_unknown=start > 0, assumed=assumed)
     reader.on_offset = on_offset
     try:
-        size = file_size(path)
-        stream = open_binary(path)
+        size = file_size(path, storage)
+        stream = open_binary(path, storage)
     except OSError as error:
         reader.reducer.add(unreadable(run, path, 0, error))
         return reader.result(None)
@@ -631,22 +633,26 @@ HEAD_BYTES = 4 << 20
 every tag is written at the first step: a few hundred kB)."""
 
 
-def head_plugins(path: str, run: str, limit: int) -> dict[str, str]:
+def head_plugins(
+    path: str, run: str, limit: int, storage: StorageOptions = NO_OPTIONS
+) -> dict[str, str]:
     """The plugin names of tags learnt from the records of ``path`` that start before
     ``min(limit, HEAD_BYTES)``: what a range starting at ``limit`` may assume (TF2 histograms
     of known tags are then read at once, not kept pending: that path is ~25% slower)."""
-    return scan_head(path, run, limit)[0]
+    return scan_head(path, run, limit, storage)[0]
 
 
-def scan_head(path: str, run: str, limit: int) -> tuple[dict[str, str], int, int]:
+def scan_head(
+    path: str, run: str, limit: int, storage: StorageOptions = NO_OPTIONS
+) -> tuple[dict[str, str], int, int]:
     """:func:`head_plugins`, with how many records start in the bytes read and how many
     bytes that is (the density of records, for an estimate of the whole file's reading)."""
     reader = _PluginReader(path, run, StepWindow(), keep_unknown=False)
     end = min(limit, HEAD_BYTES)
     try:
-        with open_binary(path) as stream:
+        with open_binary(path, storage) as stream:
             reader.read_range(stream, 0, end)
-        end = min(end, file_size(path))
+        end = min(end, file_size(path, storage))
     except OSError:
         pass  # the ranges will say what cannot be read; assume what was learnt
     reader._take_tally()
@@ -698,15 +704,16 @@ class Census(Protocol):
         """A batch of values the scanner read from ``file`` (no object per value)."""
 
 
-def census_run(run: Run, census: Census) -> None:
-    """Tell ``census`` what ``run``'s files hold, as ``reader.read_run(run)`` would (state
-    carried across the files), but with values counted per series and batch by the scanner."""
+def census_run(run: Run, census: Census, storage: StorageOptions = NO_OPTIONS) -> None:
+    """Tell ``census`` what ``run``'s files hold, as ``reader.read_run(run, storage)`` would
+    (state carried across the files), but with values counted per series and batch by the
+    scanner."""
     state = _ScannerState(run.path, keep_unknown=False)
     for path in run.files:
         reader = _CensusReader(path, run.path, state, census)
         try:
-            size = file_size(path)
-            stream = open_binary(path)
+            size = file_size(path, storage)
+            stream = open_binary(path, storage)
         except OSError as error:
             census.add(unreadable(run.path, path, 0, error))
             census.add(FileInfo(run.path, path, 0, 0, 0, None))
@@ -802,7 +809,9 @@ def _element_counts(
 SPLIT_SEARCH = 8 << 20  # bytes searched after a cut for a step boundary
 
 
-def split_offsets(path: str, size: int, pieces: int) -> list[int]:
+def split_offsets(
+    path: str, size: int, pieces: int, storage: StorageOptions = NO_OPTIONS
+) -> list[int]:
     """Where to cut a file in ``pieces`` ranges of about equal bytes: after each
     ``i / pieces`` of it, the first record (by the resync rule: both CRCs verify) that starts
     a new, higher step, so that no index group of a step is cut. Rising offsets; fewer when
@@ -810,7 +819,7 @@ def split_offsets(path: str, size: int, pieces: int) -> list[int]:
     none when the file cannot be read."""
     found: list[int] = []
     try:
-        with open_binary(path) as stream:
+        with open_binary(path, storage) as stream:
             for number in range(1, pieces):
                 at = max(size * number // pieces, found[-1] + 1 if found else 0)
                 stream.seek(at)

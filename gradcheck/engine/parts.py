@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from gradcheck.engine import fastpath
 from gradcheck.events.reader import read_file
 from gradcheck.events.steps import StepWindow
+from gradcheck.events.storage import NO_OPTIONS, StorageOptions
 from gradcheck.model import HistogramRecord, Record, RunData, ScalarRecord
 from gradcheck.series.reduce import reduce_records
 
@@ -29,15 +30,21 @@ class FilePart:
 
 
 def reduce_file(
-    path: str, run: str, window: StepWindow, on_offset: Callable[[int], None] | None = None
+    path: str,
+    run: str,
+    window: StepWindow,
+    on_offset: Callable[[int], None] | None = None,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> FilePart:
-    """Read one event file, keep the values inside ``window``, reduce them to series.
+    """Read one event file, keep the values inside ``window``, reduce them to series
+    (``storage``: the options for a URL).
 
     With the C engine when it is built, else the reference reader; both give the same result.
     """
     if fastpath.available():
-        return file_part(fastpath.reduce_file_range(path, run, window, on_offset), path, run)
-    return reduce_file_reference(path, run, window, on_offset)
+        result = fastpath.reduce_file_range(path, run, window, on_offset, storage=storage)
+        return file_part(result, path, run)
+    return reduce_file_reference(path, run, window, on_offset, storage)
 
 
 def reduce_range(
@@ -47,18 +54,23 @@ def reduce_range(
     start: int,
     limit: int,
     assumed: Mapping[str, str] | None = None,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> fastpath.RangeResult:
     """The records of ``path`` starting in ``[start, limit)``, with the C engine (a pool task);
     ``assumed``: the plugin names of tags before ``start`` (see ``fastpath.head_plugins``)."""
-    return fastpath.reduce_file_range(path, run, window, None, start, limit, assumed)
+    return fastpath.reduce_file_range(path, run, window, None, start, limit, assumed, storage)
 
 
 def reduce_file_reference(
-    path: str, run: str, window: StepWindow, on_offset: Callable[[int], None] | None = None
+    path: str,
+    run: str,
+    window: StepWindow,
+    on_offset: Callable[[int], None] | None = None,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> FilePart:
     """:func:`reduce_file` with the pure-Python reader (record objects): the reference."""
     counter = _ValueCounter()
-    records = counter.count(read_file(path, run), window)
+    records = counter.count(read_file(path, run, storage), window)
     if on_offset is not None:
         records = _report_offsets(records, on_offset)
     data = reduce_records(records)

@@ -31,12 +31,17 @@ from typing import Any, Protocol, TypeVar
 from gradcheck.engine import fastpath
 from gradcheck.engine.parts import FilePart, file_part, reduce_file, reduce_range
 from gradcheck.events.steps import StepWindow
-from gradcheck.events.storage import file_size
+from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, is_url
 
 SPLIT_SIZE = 64 << 20
 """Files at least this large may be read in byte ranges by several processes (when their
 reading is also estimated long enough, :func:`plan_pieces`): below, starting a worker, the
 transfer and the join cost about what the second core saves (``bench/README.md``)."""
+REMOTE_WHOLE = True
+"""A URL is read whole by one process, never cut in byte ranges: each range costs a worker
+its own requests (the cut's search, the head, a GET from the range's start) and, with
+forkserver workers, the storage library's import (the 160 MB TF2 log from the local S3
+server, default jobs: 6.7 s in ranges against 1.7 s whole, ``bench/README.md``)."""
 POOL_MIN_BYTES = 64 << 20
 """Less than this in all is read in this process alone (same reason as :data:`SPLIT_SIZE`)."""
 
@@ -89,6 +94,7 @@ class _Task:
     limit: int = -1
     split: bool = False
     assumed: Mapping[str, str] | None = None  # a range after the first: plugins known before it
+    storage: StorageOptions = NO_OPTIONS  # the options for a URL
 
 
 ABORT_JOIN_SECONDS = 5
@@ -205,27 +211,36 @@ def read_files(
     window: StepWindow,
     progress: Progress,
     workers: Workers | None = None,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> list[FilePart]:
     """The :class:`FilePart` of every ``(path, run)``, in order, on the ``workers`` (None:
-    this process alone)."""
+    this process alone; ``storage``: the options for URLs, sent with each task)."""
     jobs = 1 if workers is None else workers.jobs
-    sizes = [_size(path) for path, _ in files]
+    sizes = [_size(path, storage) for path, _ in files]
     if workers is None or (not workers.given and (jobs <= 1 or sum(sizes) < POOL_MIN_BYTES)):
-        return _read_here(files, window, progress)
-    tasks = _plan(files, sizes, max(jobs, 2))
+        return _read_here(files, window, progress, storage)
+    tasks = _plan(files, sizes, max(jobs, 2), storage)
     if len(tasks) < 2:
-        return _read_here(files, window, progress)
+        return _read_here(files, window, progress, storage)
     return _gather(workers, tasks, files, window, progress)
 
 
 def _read_here(
-    files: Sequence[tuple[str, str]], window: StepWindow, progress: Progress
+    files: Sequence[tuple[str, str]],
+    window: StepWindow,
+    progress: Progress,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> list[FilePart]:
     """Every file read in this process, one after the other."""
-    return [reduce_file(path, run, window, progress.reporter()) for path, run in files]
+    return [reduce_file(path, run, window, progress.reporter(), storage) for path, run in files]
 
 
-def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int], jobs: int) -> list[_Task]:
+def _plan(
+    files: Sequence[tuple[str, str]],
+    sizes: Sequence[int],
+    jobs: int,
+    storage: StorageOptions = NO_OPTIONS,
+) -> list[_Task]:
     """One task per file; a big file in byte ranges (:func:`plan_pieces`), when the C engine
     can read them. A range starting after the file's head assumes the plugins learnt there."""
     split = fastpath.available()
@@ -233,13 +248,14 @@ def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int], jobs: int) -> 
     tasks = []
     for number, ((path, run), size) in enumerate(zip(files, sizes, strict=True)):
         boundaries: list[int] = []
-        if split and size >= SPLIT_SIZE and plan_pieces(size, share, None) > 1:
-            plugins, records, scanned = fastpath.scan_head(path, run, fastpath.HEAD_BYTES)
+        cut = split and size >= SPLIT_SIZE and not (REMOTE_WHOLE and is_url(path))
+        if cut and plan_pieces(size, share, None) > 1:
+            plugins, records, scanned = fastpath.scan_head(path, run, fastpath.HEAD_BYTES, storage)
             pieces = plan_pieces(size, share, estimated_seconds(size, records, scanned))
             if pieces > 1:
-                boundaries = fastpath.split_offsets(path, size, pieces)
+                boundaries = fastpath.split_offsets(path, size, pieces, storage)
         if not boundaries:
-            tasks.append(_Task(number, path, run))
+            tasks.append(_Task(number, path, run, storage=storage))
             continue
         for start, limit in zip([0, *boundaries], [*boundaries, -1], strict=True):
             assumed = (  # the head read above, unless the range starts inside it
@@ -247,9 +263,11 @@ def _plan(files: Sequence[tuple[str, str]], sizes: Sequence[int], jobs: int) -> 
                 if start == 0
                 else plugins
                 if start >= fastpath.HEAD_BYTES
-                else fastpath.head_plugins(path, run, start)
+                else fastpath.head_plugins(path, run, start, storage)
             )
-            tasks.append(_Task(number, path, run, start, limit, split=True, assumed=assumed))
+            tasks.append(
+                _Task(number, path, run, start, limit, True, assumed, storage)  # a range
+            )
     return tasks
 
 
@@ -283,7 +301,7 @@ def _gather(
             end += 1
         if tasks[at].split:
             boundaries = [task.start for task in tasks[at + 1 : end]]
-            parts.append(_joined(results[at:end], boundaries, path, run, window))
+            parts.append(_joined(results[at:end], boundaries, path, run, window, tasks[at].storage))
         else:
             parts.append(results[at])
         at = end
@@ -293,8 +311,10 @@ def _gather(
 def _run(task: _Task, window: StepWindow) -> fastpath.RangeResult | FilePart:
     """One task's result (in a worker, or here)."""
     if task.split:
-        return reduce_range(task.path, task.run, window, task.start, task.limit, task.assumed)
-    return reduce_file(task.path, task.run, window)
+        return reduce_range(
+            task.path, task.run, window, task.start, task.limit, task.assumed, task.storage
+        )
+    return reduce_file(task.path, task.run, window, storage=task.storage)
 
 
 _T = TypeVar("_T")
@@ -369,22 +389,23 @@ def _joined(
     path: str,
     run: str,
     window: StepWindow,
+    storage: StorageOptions = NO_OPTIONS,
 ) -> FilePart:
     """The ranges of one file joined, or the file read again when they cannot be exactly."""
     joined = fastpath.join_ranges(ranges, boundaries)
     if joined is None:
-        return reduce_file(path, run, window)
+        return reduce_file(path, run, window, storage=storage)
     return file_part(joined, path, run)
 
 
 def _task_bytes(task: _Task) -> int:
-    end = task.limit if task.limit >= 0 else _size(task.path)
+    end = task.limit if task.limit >= 0 else _size(task.path, task.storage)
     return max(0, end - task.start)
 
 
-def _size(path: str) -> int:
+def _size(path: str, storage: StorageOptions = NO_OPTIONS) -> int:
     """File size in bytes, 0 when it cannot be read (the reader reports why)."""
     try:
-        return file_size(path)
+        return file_size(path, storage)
     except OSError:
         return 0

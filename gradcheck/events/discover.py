@@ -7,7 +7,9 @@ names include ``events.out.tfevents.<time>.<host>.<pid>.<n>.v2``, ``events.out.t
 file given explicitly is read whatever its name. Files of a run are sorted by name, which is
 TensorBoard's order (the timestamp in the name sorts them). Only regular files are read: a
 FIFO or a device given as a path is an error that says what it is, and one with an event
-file's name inside a directory is passed over (reading it could block or never end).
+file's name inside a directory is passed over (reading it could block or never end). A URL
+(``s3://bucket/logs``) is listed in one recursive listing (``storage.list_url``), its runs in
+the order ``os.walk`` would give.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import stat
 from collections.abc import Sequence
 
 from gradcheck.errors import InputError
-from gradcheck.events.storage import file_kind
+from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_kind, is_url, list_url
 from gradcheck.model import Run
 
 EVENT_FILE_MARKER = "tfevents"
@@ -28,8 +30,9 @@ def is_event_file_name(name: str) -> bool:
     return EVENT_FILE_MARKER in name
 
 
-def discover(paths: Sequence[str]) -> list[Run]:
-    """The runs under ``paths`` (files or directories), in the order the paths were given.
+def discover(paths: Sequence[str], storage: StorageOptions = NO_OPTIONS) -> list[Run]:
+    """The runs under ``paths`` (files, directories or URLs of either), in the order the paths
+    were given (``storage``: the options for URLs).
 
     Raises ``InputError`` for a path that does not exist or is neither a regular file nor a
     directory, and when no event file is found.
@@ -38,7 +41,7 @@ def discover(paths: Sequence[str]) -> list[Run]:
         paths = [paths]
     files_by_run: dict[str, set[str]] = {}
     for path in paths:
-        for run, files in _runs_under(path):
+        for run, files in _url_runs(path, storage) if is_url(path) else _runs_under(path):
             files_by_run.setdefault(run, set()).update(files)
     if not files_by_run:
         shown = ", ".join(repr(path) for path in paths) or "(no path given)"
@@ -76,6 +79,22 @@ def _runs_under(path: str) -> list[tuple[str, list[str]]]:
         if files:
             runs.append((directory, files))
     return runs
+
+
+def _url_runs(root: str, storage: StorageOptions) -> list[tuple[str, list[str]]]:
+    """``(run, event files)`` pairs under a URL: the file itself and its directory when
+    ``root`` is a file, else the directories holding event files, parents first and
+    siblings by name (the order of ``os.walk`` with sorted subdirectories)."""
+    listed = list_url(root, storage)
+    if listed is None:
+        return [(root.rpartition("/")[0], [root])]
+    by_directory: dict[str, list[str]] = {}
+    for url, _ in listed:
+        directory, _, name = url.rpartition("/")
+        if is_event_file_name(name):
+            by_directory.setdefault(directory, []).append(url)
+    order = sorted(by_directory, key=lambda directory: directory.split("/"))
+    return [(directory, sorted(by_directory[directory])) for directory in order]
 
 
 def _raise(error: OSError) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Literal, NamedTuple
 
+from gradcheck.events.storage import stream_size
 from gradcheck.model import DamageKind
 
 HEADER_SIZE = 12  # uint64 length + uint32 length CRC
@@ -163,10 +164,7 @@ class Window:
 
     def file_size(self) -> int | None:
         """The file's size now, or None when the stream is not a file."""
-        try:
-            return os.fstat(self.stream.fileno()).st_size
-        except (OSError, ValueError, io.UnsupportedOperation):
-            return None
+        return stream_size(self.stream)
 
     def holds(self, pos: int, size: int) -> bool:
         """Whether ``size`` bytes from window index ``pos`` are in the window or the file (a

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from gradcheck.events.decode import Decoded, EventDecoder, UndecodableEvent
 from gradcheck.events.framing import Frame, FrameDamage, iter_frames
-from gradcheck.events.storage import file_size, open_binary
+from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, open_binary
 from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Record, Run, ScalarRecord
 
 MAX_COUNTS_KEPT = 64  # element counts remembered per tag and step, for collision notices
@@ -40,16 +40,17 @@ MAX_COUNTS_KEPT = 64  # element counts remembered per tag and step, for collisio
 _PID_SEQUENCE_SUFFIX = re.compile(r"\.\d+\.\d+$")
 
 
-def read_run(run: Run) -> Iterator[Record]:
-    """Every record of ``run``'s files, in file-name order, with state carried across files."""
+def read_run(run: Run, storage: StorageOptions = NO_OPTIONS) -> Iterator[Record]:
+    """Every record of ``run``'s files, in file-name order, with state carried across files
+    (``storage``: the options for URLs)."""
     state = _RunState(run.path)
     for path in run.files:
-        yield from _read_file(path, state)
+        yield from _read_file(path, state, storage)
 
 
-def read_file(path: str, run: str) -> Iterator[Record]:
+def read_file(path: str, run: str, storage: StorageOptions = NO_OPTIONS) -> Iterator[Record]:
     """Every record of one event file, read on its own (``run`` names its run)."""
-    yield from _read_file(path, _RunState(run))
+    yield from _read_file(path, _RunState(run), storage)
 
 
 def series_name(tag: str, index: int) -> str:
@@ -190,12 +191,12 @@ def collision_notice(
     )
 
 
-def _read_file(path: str, state: _RunState) -> Iterator[Record]:
+def _read_file(path: str, state: _RunState, storage: StorageOptions) -> Iterator[Record]:
     """The records of one file, then its collision notices and ``FileInfo``."""
     tally = FileTally()
     try:
-        size = file_size(path)
-        stream = open_binary(path)
+        size = file_size(path, storage)
+        stream = open_binary(path, storage)
     except OSError as error:
         yield unreadable(state.run, path, 0, error)
         yield FileInfo(state.run, path, 0, 0, 0, None)

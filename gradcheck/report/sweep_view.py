@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from gradcheck.events.storage import is_url
 from gradcheck.model import RUN_VERDICTS, HParamValue, Sweep, SweepRun
 from gradcheck.report.view import plural
 from gradcheck.verdicts.run_names import name_components
@@ -33,9 +34,16 @@ def sweep_root(sweep: Sweep) -> str:
     if not runs:
         return ""
     names = name_components(runs)
-    parts = os.path.normpath(runs[0]).split(os.sep)
-    root = os.sep.join(parts[: len(parts) - len(names[0])])
-    return root + os.sep if root else ""
+    first = _normal(runs[0])
+    separator = "/" if is_url(first) else os.sep
+    parts = first.split(separator)
+    root = separator.join(parts[: len(parts) - len(names[0])])
+    return root + separator if root else ""
+
+
+def _normal(run: str) -> str:
+    """A run's path as its name is cut: normalised, but a URL as given (``s3://`` kept)."""
+    return run if is_url(run) else os.path.normpath(run)
 
 
 def hparams_line(sweep: Sweep) -> str:
@@ -91,7 +99,7 @@ def ranking_rows(sweep: Sweep, limit: int | None = MAX_RANKED) -> tuple[list[Ran
 
 
 def _row(rank: int, run: SweepRun, sweep: Sweep, root: str) -> RankRow:
-    name = os.path.normpath(run.run)
+    name = _normal(run.run)
     return RankRow(
         rank=str(rank),
         verdict=run.verdict,
