@@ -191,35 +191,63 @@ def read_and_judge_runs(
     total = sum(sizes)
     done = 0
 
-    def advance(at: int) -> None:
+    def advance(batch: int) -> None:
         nonlocal done
-        done += sizes[at]
+        done += sum(sizes[at] for at in batches[batch])
         if progress is not None:
             progress(done, total)
 
     if progress is not None:
         progress(0, total)
-    return map_shared(
+    batches = _batches(sizes, workers.jobs * TASKS_PER_WORKER)
+    done_runs = map_shared(
         partial(_read_and_judged, window=window, config=config, rules=rules, storage=storage),
-        list(runs),
-        [float(size) for size in sizes],
+        [[runs[at] for at in batch] for batch in batches],
+        [float(sum(sizes[at] for at in batch)) for batch in batches],
         0.0,
         workers,
         advance,
     )
+    return [judged for batch in done_runs for judged in batch]
+
+
+TASKS_PER_WORKER = 8
+"""A sweep's runs go to the workers in about this many tasks a worker, each of neighbouring
+runs of about equal bytes: enough for a faster worker to take more, few enough that a task's
+own cost (a few ms through a Dask scheduler) is shared by many small runs."""
+
+
+def _batches(sizes: Sequence[int], tasks: int) -> list[list[int]]:
+    """The positions of ``sizes`` cut into at most about ``tasks`` runs of neighbours, each
+    of ``sum(sizes) / tasks`` bytes or more (the last one may hold less)."""
+    if not sizes:
+        return []
+    share = sum(sizes) / max(tasks, 1)
+    batches: list[list[int]] = [[]]
+    held = 0
+    for at, size in enumerate(sizes):
+        if batches[-1] and held >= share:
+            batches.append([])
+            held = 0
+        batches[-1].append(at)
+        held += size
+    return batches
 
 
 def _read_and_judged(
-    run: Run,
+    runs: Sequence[Run],
     window: StepWindow,
     config: Config,
     rules: TagRules,
     storage: StorageOptions = NO_OPTIONS,
-) -> tuple[RunReport, list[FilePart]]:
-    """One run read and judged (a task of :func:`read_and_judge_runs`)."""
-    parts = [reduce_file(path, run.path, window, storage=storage) for path in run.files]
-    report = analyze_parts(run, parts, config, rules)
-    return report, [replace(part, data=_without_series(part.data)) for part in parts]
+) -> list[tuple[RunReport, list[FilePart]]]:
+    """Runs read and judged, one after the other (a task of :func:`read_and_judge_runs`)."""
+    judged = []
+    for run in runs:
+        parts = [reduce_file(path, run.path, window, storage=storage) for path in run.files]
+        report = analyze_parts(run, parts, config, rules)
+        judged.append((report, [replace(part, data=_without_series(part.data)) for part in parts]))
+    return judged
 
 
 def _without_series(data: RunData) -> RunData:

@@ -209,3 +209,11 @@ def test_runs_read_in_tasks_with_nothing_readable_is_an_input_error(
     monkeypatch.setattr(pipeline, "WHOLE_RUNS_MIN_BYTES", 0)
     with pytest.raises(InputError, match="no valid TFRecord in 2 event files"):
         run_analysis(tmp_path, jobs=2)
+
+
+def test_a_sweeps_runs_go_in_tasks_of_neighbours_of_about_equal_bytes() -> None:
+    assert pipeline._batches([10] * 8, 4) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert pipeline._batches([10] * 9, 4) == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    assert pipeline._batches([100, 1, 1, 1, 1], 2) == [[0], [1, 2, 3, 4]]  # 51 bytes a task
+    assert pipeline._batches([5, 5], 16) == [[0], [1]]  # never an empty task
+    assert pipeline._batches([], 4) == []
