@@ -571,6 +571,7 @@ Exit status:
 @steps_option
 @config_option
 @pattern_options
+@storage_option
 @debug_option
 @click.pass_context
 def watch(
@@ -587,6 +588,7 @@ def watch(
     config_path: str | None,
     grad_pattern: str | None,
     weight_pattern: str | None,
+    storage_options: tuple[str, ...],
 ) -> ExitStatus:
     """Follow the event files under PATH... while a training writes them.
 
@@ -600,7 +602,10 @@ def watch(
     config, rules = _settings(config_path, grad_pattern, weight_pattern)
     failing = parse_fail_on(fail_on or config.fail_on or DEFAULT_FAIL_ON)
     window = StepWindow.parse(steps) if steps is not None else None
-    watcher = Watcher(list(paths), config, rules, layer, run_glob, window, failing)
+    from gradcheck.events.storage import parse_storage_options
+
+    storage = parse_storage_options(storage_options)
+    watcher = Watcher(list(paths), config, rules, layer, run_glob, window, failing, storage=storage)
     view = _WatchView(env, format_name, " ".join(paths), FormatOptions(top=top, fail_on=failing))
     return view.run(watcher, interval, until_idle)
 

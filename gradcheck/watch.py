@@ -18,6 +18,7 @@ from gradcheck import __version__
 from gradcheck.engine.follow import Follower, Poll
 from gradcheck.errors import InputError
 from gradcheck.events.steps import StepWindow
+from gradcheck.events.storage import NO_OPTIONS, StorageOptions
 from gradcheck.model import LayerResult, Report, RunReport, Verdict
 from gradcheck.pipeline import analyze_parts, disagreements, filter_layers
 from gradcheck.tags import DEFAULT_RULES, TagRules
@@ -77,10 +78,11 @@ class Watcher:
     steps: StepWindow | None = None
     fail_on: frozenset[Verdict] = field(default_factory=lambda: parse_fail_on(DEFAULT_FAIL_ON))
     clock: Callable[[], float] = time.monotonic
+    storage: StorageOptions = NO_OPTIONS  # fsspec options for URLs
 
     def __post_init__(self) -> None:
         window = self.steps if self.steps is not None else StepWindow()
-        self._follower = Follower(list(self.paths), window, self.run_glob)
+        self._follower = Follower(list(self.paths), window, self.run_glob, self.storage)
         self._reports: dict[str, RunReport] = {}
         self._started = self.clock()
         self._last_data = self._started

@@ -360,3 +360,38 @@ def test_local_paths_do_not_import_fsspec() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert result.stdout.splitlines()[-1] == "IMPORTED []", result.stderr
+
+
+@pytest.mark.parametrize("where", ["s3", "memory"])
+def test_watch_follows_a_log_that_grows_at_a_url(where: str, s3_endpoint: str) -> None:
+    """An object written again, longer, at each flush (as writers to object storage do): each
+    poll reads only the new bytes, and the last report is ``analyze``'s of the URL."""
+    import fsspec
+
+    from gradcheck.events.storage import StorageOptions
+    from gradcheck.pipeline import analyze
+    from gradcheck.report.json_format import report_document
+    from gradcheck.watch import Watcher
+
+    (source,) = (REPO / "sample_runs" / "torch_exploding_nan").glob("events.out.tfevents.*")
+    data = source.read_bytes()
+    if where == "s3":
+        options = {"endpoint_url": s3_endpoint}
+        fs, root = s3fs.S3FileSystem(**options), f"s3://{BUCKET}/watched-{where}"
+    else:
+        options = {}
+        fs, root = fsspec.filesystem("memory"), f"memory://watched-{where}"
+    url = f"{root}/run/{source.name}"
+    fs.pipe(url, data[: len(data) // 3])
+    watcher = Watcher([root], storage=StorageOptions.of(options))
+    first = watcher.update()
+    assert first.report is not None and 0 < first.bytes_read <= len(data) // 3
+    fs.pipe(url, data)  # the whole object again, longer
+    second = watcher.update()
+    assert second.new_bytes == len(data) - first.bytes_read  # the rest only
+    last = watcher.update(final=True)
+    expected = analyze([root], storage_options=options)
+    assert last.report is not None
+    assert report_document(last.report) == report_document(expected)
+    assert any(layer.verdict == "nan" for layer in expected.runs[0].layers)  # not vacuous
+    fs.rm(root, recursive=True)

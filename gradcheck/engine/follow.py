@@ -31,7 +31,7 @@ from gradcheck.engine.parts import FilePart, file_part, reduce_file
 from gradcheck.errors import InputError
 from gradcheck.events.discover import discover
 from gradcheck.events.steps import StepWindow
-from gradcheck.events.storage import file_size, open_binary
+from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, open_binary
 from gradcheck.model import Run
 
 HEAD_BYTES = 64
@@ -58,6 +58,7 @@ class _File:
 
     path: str
     run: str
+    storage: StorageOptions = NO_OPTIONS  # for a URL
     end: int = 0  # offset just past the last complete record read
     seen_size: int = -1  # the file's size at the previous poll (-1: never looked)
     head: bytes = b""
@@ -71,11 +72,16 @@ class Follower:
     ``window``); :meth:`poll` brings their parts up to date."""
 
     def __init__(
-        self, paths: Sequence[str], window: StepWindow | None = None, run_glob: str | None = None
+        self,
+        paths: Sequence[str],
+        window: StepWindow | None = None,
+        run_glob: str | None = None,
+        storage: StorageOptions = NO_OPTIONS,
     ) -> None:
         self.paths = list(paths)
         self.window = window if window is not None else StepWindow()
         self.run_glob = run_glob
+        self.storage = storage
         self._files: dict[str, _File] = {}
 
     def poll(self, final: bool = False) -> Poll:
@@ -84,7 +90,7 @@ class Follower:
         ``final``: the training is over; a half-written last record is read as damage, as
         ``gradcheck analyze`` reads it, so that the last poll's parts are analyze's."""
         try:
-            runs = [run for run in discover(self.paths) if self._selected(run)]
+            runs = [run for run in discover(self.paths, self.storage) if self._selected(run)]
         except InputError as error:  # no event file yet: the trainer has not started
             runs, waiting = [], str(error)
         else:
@@ -100,11 +106,14 @@ class Follower:
         for run in runs:
             parts = []
             for path in run.files:
-                state = self._files.setdefault(path, _File(path, run.path))
+                state = self._files.setdefault(path, _File(path, run.path, self.storage))
                 fresh = state.part is None
                 read = _advance(state, self.window, warnings)
                 if final and state.tail:  # as analyze reads it: the tail is damage
-                    state.part, state.tail = reduce_file(path, run.path, self.window), False
+                    state.part, state.tail = (
+                        reduce_file(path, run.path, self.window, storage=self.storage),
+                        False,
+                    )
                     fresh = True
                 if read or fresh:
                     changed.add(run.path)
@@ -132,7 +141,7 @@ class Follower:
 def _advance(state: _File, window: StepWindow, warnings: list[str]) -> int:
     """Bring one file's part up to date; the bytes read (0: nothing new)."""
     try:
-        size = file_size(state.path)
+        size = file_size(state.path, state.storage)
     except OSError:
         size = -1  # cannot be read now: its part says why (damage), read again when it can
     if size == state.seen_size and state.part is not None:
@@ -142,14 +151,19 @@ def _advance(state: _File, window: StepWindow, warnings: list[str]) -> int:
         state.end, state.head, state.result, state.part = 0, b"", None, None
     if size < 0:
         state.end, state.head, state.result = 0, b"", None
-        state.part, state.tail = reduce_file(state.path, state.run, window), False
+        state.part, state.tail = (
+            reduce_file(state.path, state.run, window, storage=state.storage),
+            False,
+        )
         return 0
     if not fastpath.available():
         return _read_whole_reference(state, window, size)
     start = state.end
     assumed = state.result.plugins if state.result is not None else None
     appended = _complete(
-        fastpath.reduce_file_range(state.path, state.run, window, None, start, -1, assumed)
+        fastpath.reduce_file_range(
+            state.path, state.run, window, None, start, -1, assumed, storage=state.storage
+        )
     )
     state.tail = size > appended.end
     if state.result is None:
@@ -161,7 +175,9 @@ def _advance(state: _File, window: StepWindow, warnings: list[str]) -> int:
         joined_or_none = fastpath.join_ranges([previous, appended], [start])
         read = appended.end - start
         if joined_or_none is None:  # not exactly joinable: read the file again in one piece
-            joined_or_none = _complete(fastpath.reduce_file_range(state.path, state.run, window))
+            joined_or_none = _complete(
+                fastpath.reduce_file_range(state.path, state.run, window, storage=state.storage)
+            )
             state.tail = size > joined_or_none.end
             read = joined_or_none.end
         joined = joined_or_none
@@ -191,7 +207,7 @@ def _detached(part: FilePart) -> FilePart:
 
 def _read_whole_reference(state: _File, window: StepWindow, size: int) -> int:
     """The reference engine's poll: the file read again whole, its tail left out."""
-    part = reduce_file(state.path, state.run, window)
+    part = reduce_file(state.path, state.run, window, storage=state.storage)
     tails = [damage for damage in part.data.damages if damage.kind == "incomplete_tail"]
     end = tails[0].offset if tails else size
     state.tail = bool(tails)
@@ -218,7 +234,7 @@ def _replaced(state: _File, size: int, warnings: list[str]) -> bool:
             "read again from the start"
         )
         return True
-    head = _head(state.path, len(state.head))
+    head = _head(state.path, len(state.head), state.storage)
     if head is not None and head != state.head:
         warnings.append(
             f"{state.path}: its first record changed (the file was replaced or rotated): "
@@ -230,13 +246,13 @@ def _replaced(state: _File, size: int, warnings: list[str]) -> bool:
 
 def _remember_head(state: _File) -> None:
     if len(state.head) < HEAD_BYTES:
-        state.head = _head(state.path, min(state.end, HEAD_BYTES)) or b""
+        state.head = _head(state.path, min(state.end, HEAD_BYTES), state.storage) or b""
 
 
-def _head(path: str, size: int) -> bytes | None:
+def _head(path: str, size: int, storage: StorageOptions) -> bytes | None:
     """The first ``size`` bytes of ``path`` (None when it cannot be read now)."""
     try:
-        with open_binary(path) as stream:
+        with open_binary(path, storage) as stream:
             return stream.read(size)
     except OSError:
         return None

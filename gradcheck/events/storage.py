@@ -152,6 +152,7 @@ def list_url(root: str, storage: StorageOptions = NO_OPTIONS) -> list[tuple[str,
     fs, inner = _filesystem(root, storage)
     try:
         with storage_errors(root, storage):
+            fs.invalidate_cache(inner)  # a listing of now: a watched log grows between two
             info = fs.info(inner)
             if info.get("type") != "directory":
                 _sizes[root] = int(info.get("size") or 0)
