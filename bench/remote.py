@@ -90,8 +90,11 @@ def _server_alone(endpoint: str, log: Path, repeats: int) -> None:
     """The server's own cost: one GET of the whole file, then 16 MB ranges in turn."""
     import s3fs
 
+    files = [p for p in log.rglob("*") if p.is_file()]
+    if len(files) != 1:  # a sweep: the server alone is measured on the single-file logs
+        return
     fs = s3fs.S3FileSystem(endpoint_url=endpoint)
-    (path,) = [p for p in log.rglob("*") if p.is_file()]
+    (path,) = files
     key = f"{BUCKET}/{path.relative_to(log.parent).as_posix()}"
     size = path.stat().st_size
     block = 16 << 20
