@@ -336,6 +336,23 @@ def test_secrets_are_refused_on_the_command_line_and_never_shown(key: str) -> No
     assert "environment" in line
 
 
+def test_a_secret_nested_in_an_option_is_refused_and_nested_values_never_shown(
+    s3_endpoint: str,
+) -> None:
+    nested = 'client_kwargs={"aws_secret_access_key": "hunter22"}'
+    line = one_line_error(invoke("analyze", "s3://b/logs", f"--storage-option={nested}"))
+    assert "hunter22" not in line and "client_kwargs=<redacted>" in line
+    # A value in a mapping (an endpoint with a password in it) stays out of the messages.
+    _, port = s3_endpoint.rsplit(":", 1)
+    endpoint = f'client_kwargs={{"endpoint_url": "http://u:sesame99@127.0.0.1:{int(port) + 1}"}}'
+    result = invoke(
+        "analyze", "s3://nobucket/x", f"--storage-option={endpoint}", "--storage-option=anon=true"
+    )
+    assert result.exit_code == 2, result.stderr
+    assert "127.0.0.1" in result.stderr or "<redacted>" in result.stderr  # it says where
+    assert "sesame99" not in result.stderr + result.stdout
+
+
 def test_storage_option_values_are_json_literals_and_never_shown() -> None:
     options = storage.parse_storage_options(["anon=true", "max_concurrency=4", "region=eu"])
     assert options.kwargs() == {"anon": True, "max_concurrency": 4, "region": "eu"}

@@ -79,18 +79,42 @@ def parse_storage_options(texts: Iterable[str]) -> StorageOptions:
                 f"--storage-option {key or '(empty)'}: expected KEY=VALUE "
                 "(e.g. endpoint_url=http://127.0.0.1:9000 or anon=true)"
             )
-        if looks_secret(key):
+        try:
+            parsed: Any = json.loads(value)
+        except ValueError:
+            parsed = value
+        if looks_secret(key) or any(looks_secret(inner) for inner in _keys(parsed)):
             raise InputError(
                 f"--storage-option {key}=<redacted>: secrets are not taken on the command line "
                 "(other users can read it); use the storage library's own credentials "
                 "(environment variables such as AWS_ACCESS_KEY_ID, its config files, "
                 "instance metadata)"
             )
-        try:
-            options[key] = json.loads(value)
-        except ValueError:
-            options[key] = value
+        options[key] = parsed
     return StorageOptions.of(options)
+
+
+def _keys(value: Any) -> Iterator[str]:
+    """The keys of every mapping inside ``value`` (``client_kwargs={"region_name": ...}``)."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield str(key)
+            yield from _keys(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _keys(inner)
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """Every text inside ``value``, nested mappings and lists included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for inner in value.values():
+            yield from _texts(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _texts(inner)
 
 
 def looks_secret(key: str) -> bool:
@@ -268,8 +292,9 @@ def _redacted(text: str, storage: StorageOptions) -> str:
     """``text`` with every text option value (an endpoint, a profile, a region) replaced by
     ``<redacted>``; numbers and flags are left, lest every ``True`` in a message go."""
     for _, value in storage.items:
-        if isinstance(value, str) and len(value) >= 3:
-            text = text.replace(value, "<redacted>")
+        for inner in _texts(value):
+            if len(inner) >= 3:
+                text = text.replace(inner, "<redacted>")
     return text
 
 
