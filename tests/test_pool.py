@@ -218,3 +218,21 @@ def test_parts_cross_to_workers_and_back(tmp_path: Path) -> None:
     copy = pickle.loads(pickle.dumps(part))
     assert isinstance(copy, FilePart)
     assert_same(part.data, copy.data)
+
+
+def _dying(item: int) -> int:
+    """``item``, but the worker given 1 dies (killed for memory, say)."""
+    if os.getpid() != PARENT and item == 1:
+        os._exit(9)
+    return item
+
+
+def test_after_a_worker_died_the_next_work_gets_a_new_pool() -> None:
+    """The reading's pool lost a worker (its tasks ran here); the verdicts' tasks then go to
+    a fresh pool, not to the broken one (which takes no more tasks)."""
+    with pool.Workers(2) as workers:
+        assert pool.map_shared(_dying, [0, 1, 2, 3], [1.0] * 4, 0.0, workers) == [0, 1, 2, 3]
+        broken = workers._pool
+        pids = pool.map_shared(_pid, [0, 1, 2, 3], [1.0] * 4, 0.0, workers)
+        assert workers._pool is not broken
+    assert os.getpid() not in pids  # the workers of the new pool did the work

@@ -144,6 +144,17 @@ class Workers:
         it whatever this machine's estimates say."""
         return self._given is not None
 
+    def submit(self, work: Callable[..., _V], *args: Any) -> Future[_V]:
+        """``work(*args)`` submitted to the executor; to a new pool when a worker of the
+        current one died since (a broken pool takes no more tasks)."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return self.executor().submit(work, *args)
+        except BrokenProcessPool:
+            self.close(abort=True)
+            return self.executor().submit(work, *args)
+
     def executor(self) -> Executor:
         """The executor to submit to (a process pool is started on the first call)."""
         if self._given is not None:
@@ -282,10 +293,9 @@ def _gather(
     file's ranges joined)."""
     from concurrent.futures import as_completed
 
-    executor = workers.executor()
     futures: list[Any] = [None] * len(tasks)
     for at in longest_first([_task_bytes(task) for task in tasks]):
-        futures[at] = executor.submit(_run, tasks[at], window)
+        futures[at] = workers.submit(_run, tasks[at], window)
     sizes = {future: _task_bytes(task) for future, task in zip(futures, tasks, strict=True)}
     for future in as_completed(futures):  # progress here, not in the executor's thread
         progress.advance(sizes[future])
@@ -357,8 +367,7 @@ def map_shared(
         return results
     from concurrent.futures import as_completed
 
-    executor = workers.executor()
-    futures = {executor.submit(work, items[at]): at for at in longest_first(weights)}
+    futures = {workers.submit(work, items[at]): at for at in longest_first(weights)}
     if done is not None:
         for future in as_completed(futures):
             done(futures[future])
