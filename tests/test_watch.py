@@ -172,6 +172,44 @@ def test_no_event_file_yet_is_waiting_not_an_error(tmp_path: Path) -> None:
     assert update.failures[0].layer.first_bad_step == 56
 
 
+def test_a_path_not_there_yet_is_waited_for_while_the_others_are_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``watch runA runB`` before runB exists: runA is judged meanwhile (one warning says
+    what is waited for); a listing that fails later (a network blip) keeps what was read."""
+    from gradcheck.engine import follow
+
+    (tmp_path / "a").mkdir()
+    shutil.copy(event_file("torch_exploding_nan"), tmp_path / "a")
+    watcher = Watcher([str(tmp_path / "a"), str(tmp_path / "b")])
+    first = watcher.update()
+    assert first.report is not None and [run.run for run in first.report.runs] == [
+        str(tmp_path / "a")
+    ]
+    assert [line for line in first.warnings if "does not exist" in line] == [
+        f"waiting: {str(tmp_path / 'b')!r} does not exist: give an event file or a log directory."
+    ]
+    assert not watcher.update().warnings  # said once
+    (tmp_path / "b").mkdir()
+    shutil.copy(event_file("torch_frozen"), tmp_path / "b")
+    both = watcher.update()
+    assert both.report is not None and len(both.report.runs) == 2
+    discover = follow.discover
+
+    def blip(paths: list[str], storage: object) -> object:
+        if paths == [str(tmp_path / "a")]:
+            raise InputError("cannot list 'a': Service Unavailable.")
+        return discover(paths, storage)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(follow, "discover", blip)
+    during = watcher.update()
+    assert any("cannot list 'a'" in line and "kept" in line for line in during.warnings)
+    assert during.new_bytes == 0  # nothing read again from the start
+    final = watcher.update(final=True)
+    assert final.report is not None
+    assert [run.run for run in final.report.runs] == [run.run for run in both.report.runs]
+
+
 def test_a_replaced_or_truncated_file_is_read_again_with_a_warning(
     engine: str, tmp_path: Path
 ) -> None:

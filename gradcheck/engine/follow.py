@@ -83,19 +83,22 @@ class Follower:
         self.run_glob = run_glob
         self.storage = storage
         self._files: dict[str, _File] = {}
+        self._found: dict[str, list[Run]] = {}  # each path's runs at its last listing
+        self._waited: set[str] = set()  # missing paths' messages, said once
 
     def poll(self, final: bool = False) -> Poll:
         """Read what was appended since the previous poll (every file, the first time).
 
         ``final``: the training is over; a half-written last record is read as damage, as
         ``gradcheck analyze`` reads it, so that the last poll's parts are analyze's."""
-        try:
-            runs = [run for run in discover(self.paths, self.storage) if self._selected(run)]
-        except InputError as error:  # no event file yet: the trainer has not started
-            runs, waiting = [], str(error)
-        else:
-            waiting = "" if runs else f"no run matches --run {self.run_glob!r} yet"
-        warnings: list[str] = []
+        found, missing, warnings = self._discovered()
+        runs = [run for run in found if self._selected(run)]
+        if runs:
+            waiting = ""
+        elif found:
+            waiting = f"no run matches --run {self.run_glob!r} yet"
+        else:  # no event file yet: the trainer has not started
+            waiting = " ".join(missing)
         changed: set[str] = set()
         new_bytes = 0
         wanted = {path for run in runs for path in run.files}
@@ -130,6 +133,34 @@ class Follower:
             waiting=waiting,
             warnings=tuple(warnings),
         )
+
+    def _discovered(self) -> tuple[list[Run], list[str], list[str]]:
+        """The runs under the paths now, each path listed on its own: one that does not exist
+        yet is waited for (said once) while the others are followed, and one that cannot be
+        listed now (a network blip) keeps the runs it had. Also what is missing, and
+        warnings."""
+        files_by_run: dict[str, set[str]] = {}
+        missing: list[str] = []
+        warnings: list[str] = []
+        for path in self.paths:
+            try:
+                runs = discover([path], self.storage)
+            except InputError as error:
+                known = self._found.get(path)
+                if known is None:  # not there yet
+                    missing.append(str(error))
+                    continue
+                runs = known
+                warnings.append(f"{path}: {error} (what was read there is kept)")
+            self._found[path] = runs
+            for run in runs:
+                files_by_run.setdefault(run.path, set()).update(run.files)
+        found = [Run(path=run, files=tuple(sorted(files))) for run, files in files_by_run.items()]
+        for line in missing:
+            if found and line not in self._waited:  # the others are followed meanwhile
+                self._waited.add(line)
+                warnings.append(f"waiting: {line}")
+        return found, missing, warnings
 
     def _selected(self, run: Run) -> bool:
         if self.run_glob is None:
