@@ -412,3 +412,27 @@ def test_watch_follows_a_log_that_grows_at_a_url(where: str, s3_endpoint: str) -
     assert report_document(last.report) == report_document(expected)
     assert any(layer.verdict == "nan" for layer in expected.runs[0].layers)  # not vacuous
     fs.rm(root, recursive=True)
+
+
+def test_an_object_written_again_while_it_is_read_is_an_error_not_a_splice(
+    s3_endpoint: str,
+) -> None:
+    """Every GET asks for the listed version (If-Match): bytes of two versions never meet."""
+    from gradcheck.events.storage import StorageOptions
+
+    options = StorageOptions.of({"endpoint_url": s3_endpoint})
+    fs = s3fs.S3FileSystem(endpoint_url=s3_endpoint)
+    root = f"s3://{BUCKET}/rewritten"
+    url = f"{root}/events.out.tfevents.1.host"
+    fs.pipe(url, b"a" * 300_000)
+    assert storage.list_url(root, options) == [(url, 300_000)]
+    with storage.open_binary(url, options) as stream:
+        assert stream.read(10) == b"a" * 10
+        fs.pipe(url, b"b" * 300_000)  # a new version, the same size
+        stream.seek(200_000)  # a new GET
+        with pytest.raises(OSError, match="written again while it was read"):
+            stream.read(10)
+    assert storage.list_url(root, options) == [(url, 300_000)]  # listed again: the new one
+    with storage.open_binary(url, options) as stream:
+        assert stream.read(10) == b"b" * 10
+    fs.rm(root, recursive=True)

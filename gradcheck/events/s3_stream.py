@@ -23,9 +23,12 @@ class StreamedS3File(io.RawIOBase):
     1 MB range of a 160 MB object: 151 ms): see bench/README.md.
     """
 
-    def __init__(self, fs: Any, path: str, size: int, storage: StorageOptions) -> None:
+    def __init__(
+        self, fs: Any, path: str, size: int, storage: StorageOptions, etag: str | None = None
+    ) -> None:
         super().__init__()
         self.fs, self.path, self.size, self.storage = fs, path, size, storage
+        self.etag = etag  # the version listed: every GET asks for it (If-Match), none spliced
         self._position = 0  # where the next read starts
         self._body: Any = None  # the open response, at offset ``_body_at``
         self._body_at = 0
@@ -75,10 +78,26 @@ class StreamedS3File(io.RawIOBase):
     def _open_at(self, offset: int) -> None:
         self._drop()
         bucket, key, _ = self.fs.split_path(self.path)
-        response = self._sync(
-            self.fs._call_s3, "get_object", Bucket=bucket, Key=key, Range=f"bytes={offset}-"
-        )
+        pinned = {"IfMatch": self.etag} if self.etag else {}
+        try:
+            response = self._sync(
+                self.fs._call_s3,
+                "get_object",
+                Bucket=bucket,
+                Key=key,
+                Range=f"bytes={offset}-",
+                **pinned,
+            )
+        except Exception as error:
+            text = str(error)  # s3fs turns a 412 into OSError(EINVAL, "...pre-conditions...")
+            if "PreconditionFailed" in text or "pre-condition" in text:
+                raise OSError(
+                    f"s3://{self.path} was written again while it was read (its ETag changed)"
+                ) from None
+            raise
         self._body, self._body_at = response["Body"], offset
+        if self.etag is None:  # not listed: the first GET's version is the one read
+            self.etag = response.get("ETag")
 
     async def _take(self, count: int) -> bytes:
         chunks, got = [], 0

@@ -136,7 +136,8 @@ def open_binary(path: str, storage: StorageOptions = NO_OPTIONS) -> BinaryIO:
     if STREAM_S3 and _protocols(fs) & {"s3"}:
         from gradcheck.events.s3_stream import StreamedS3File
 
-        return StreamedS3File(fs, inner, file_size(path, storage), storage)  # type: ignore[return-value]
+        etag = _details.get(path, {}).get("ETag")  # the listed version, if it was listed
+        return StreamedS3File(fs, inner, file_size(path, storage), storage, etag)  # type: ignore[return-value]
     extra = {"size": _sizes[path]} if path in _sizes and _knows_size(fs) else {}
     with storage_errors(path, storage):
         stream = fs.open(inner, "rb", block_size=BLOCK_SIZE, **CACHE, **extra)
