@@ -376,6 +376,7 @@ def analyze(
     config, rules = _settings(config_path, grad_pattern, weight_pattern)
     failing = parse_fail_on(fail_on or config.fail_on or DEFAULT_FAIL_ON)
     window = StepWindow.parse(steps) if steps is not None else None
+    storage = _storage_options(storage_options)  # a bad option before any cluster starts
     with _workers(jobs, scheduler) as workers, _progress(env, enabled=not no_progress) as progress:
         report = run_analysis(
             list(paths),
@@ -388,7 +389,7 @@ def analyze(
             jobs=jobs,
             workers=workers,
             sweep=sweep,
-            storage_options=_storage_options(storage_options),
+            storage_options=storage,
         )
     options = FormatOptions(top=top, show_all=show_all, fail_on=failing)
     stdout_options = replace(options, env=env) if output is None else options
@@ -495,6 +496,7 @@ def compare(
     env = _env(ctx)
     config, rules = _settings(config_path, grad_pattern, weight_pattern)
     window = StepWindow.parse(steps) if steps is not None else None
+    storage = _storage_options(storage_options)  # a bad option before any cluster starts
     with _workers(jobs, scheduler) as workers, _progress(env, enabled=not no_progress) as progress:
         run_a_data, run_b_data = load_runs(
             [run_a, run_b],
@@ -504,7 +506,7 @@ def compare(
             progress=progress,
             jobs=jobs,
             workers=workers,
-            storage_options=_storage_options(storage_options),
+            storage_options=storage,
         )
     comparison = compare_runs(run_a_data, run_b_data, config=config, rules=rules, layer_glob=layer)
     options = FormatOptions(env=env if output is None else Env())

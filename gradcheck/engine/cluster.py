@@ -5,7 +5,8 @@ sent through ``dask.distributed.Client.get_executor()`` (a ``concurrent.futures.
 cluster; ``local`` or ``local:N`` starts a ``LocalCluster`` of N worker processes (one thread
 each, default: one per CPU) for this command. Workers read the logs themselves (paths they
 can open: shared storage, or URLs), and only reduced results travel back. Dask reruns the
-tasks of a worker that dies; a task that fails anyway is read again here.
+tasks of a worker that dies; a task whose workers kept dying (``KilledWorker``) runs again
+here, and a task's own error is raised here as it would be locally.
 """
 
 from __future__ import annotations

@@ -181,6 +181,7 @@ def list_url(root: str, storage: StorageOptions = NO_OPTIONS) -> list[tuple[str,
             info = fs.info(inner)
             if info.get("type") != "directory":
                 _sizes[root] = int(info.get("size") or 0)
+                _details[root] = info  # its version now (an earlier listing's may be stale)
                 return None
             found = fs.find(inner, detail=True, withdirs=False)
     except FileNotFoundError:
