@@ -289,20 +289,17 @@ def _gather(
     window: StepWindow,
     progress: Progress,
 ) -> list[FilePart]:
-    """Submit every task, the longest first, then collect the parts in file order (a split
-    file's ranges joined)."""
-    from concurrent.futures import as_completed
-
-    futures: list[Any] = [None] * len(tasks)
-    for at in longest_first([_task_bytes(task) for task in tasks]):
-        futures[at] = workers.submit(_run, tasks[at], window)
-    sizes = {future: _task_bytes(task) for future, task in zip(futures, tasks, strict=True)}
-    for future in as_completed(futures):  # progress here, not in the executor's thread
-        progress.advance(sizes[future])
-    results = [
-        _result(future, partial(_run, task, window), workers.lost)
-        for future, task in zip(futures, tasks, strict=True)
-    ]
+    """Every task on the ``workers`` (:func:`map_shared`, the longest first), then the parts
+    in file order (a split file's ranges joined)."""
+    sizes = [_task_bytes(task) for task in tasks]
+    results: list[Any] = map_shared(  # a FilePart a whole file, a RangeResult a range
+        partial(_run, window=window),
+        tasks,
+        [float(size) for size in sizes],
+        0.0,
+        workers,
+        lambda at: progress.advance(sizes[at]),  # here, not in the executor's thread
+    )
     parts: list[FilePart] = []
     at = 0
     for number, (path, run) in enumerate(files):
