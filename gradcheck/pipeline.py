@@ -72,14 +72,17 @@ def analyze(
     storage = StorageOptions.of(storage_options)
     runs = select_runs(discover(paths, storage), run_glob)
     with _using(workers, jobs) as chosen:
-        if _whole_runs(runs, chosen, storage):
-            judged = read_and_judge_runs(runs, window, progress, config, rules, chosen, storage)
+        sizes = _whole_runs(runs, chosen, storage)
+        if sizes is not None:  # judged where they were read
+            judged = read_and_judge_runs(
+                runs, sizes, window, progress, config, rules, chosen, storage
+            )
             parts_by_run = [parts for _, parts in judged]
-            _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
             reports = [report for report, _ in judged]
         else:
             parts_by_run = read_runs(runs, window, progress, chosen, storage)
-            _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
+        _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
+        if sizes is None:  # judged once all is known to be readable
             reports = judge_runs(runs, parts_by_run, config, rules, chosen)
     shown = tuple(filter_layers(reports, layer_glob))
     return Report(
@@ -164,19 +167,22 @@ their reports travel back (``bench/README.md``, "Worker processes")."""
 
 def _whole_runs(
     runs: Sequence[Run], workers: Workers, storage: StorageOptions = NO_OPTIONS
-) -> bool:
-    """Whether each run is better read and judged in one task (see
-    :data:`WHOLE_RUNS_MIN_BYTES`); an executor given takes every run so."""
+) -> list[int] | None:
+    """The bytes of each run when each is better read and judged in one task (see
+    :data:`WHOLE_RUNS_MIN_BYTES`; an executor given takes every run so), else None."""
     if len(runs) < 2 or not (workers.jobs >= 2 or workers.given):
-        return False
-    sizes = [_size(path, storage) for run in runs for path in run.files]
-    if max(sizes, default=0) >= SPLIT_SIZE and not workers.given:
-        return False
-    return workers.given or sum(sizes) >= WHOLE_RUNS_MIN_BYTES
+        return None
+    sizes = [[_size(path, storage) for path in run.files] for run in runs]
+    if not workers.given:
+        biggest = max((size for files in sizes for size in files), default=0)
+        if biggest >= SPLIT_SIZE or sum(map(sum, sizes)) < WHOLE_RUNS_MIN_BYTES:
+            return None
+    return [sum(files) for files in sizes]
 
 
 def read_and_judge_runs(
     runs: Sequence[Run],
+    sizes: Sequence[int],
     window: StepWindow,
     progress: ProgressCallback | None,
     config: Config,
@@ -186,8 +192,8 @@ def read_and_judge_runs(
 ) -> list[tuple[RunReport, list[FilePart]]]:
     """Every run read and judged in one task on the ``workers`` (a sweep's many small runs),
     in order: its report, and its files' parts without their series (what
-    :func:`_check_readable` looks at); ``storage`` goes with each task."""
-    sizes = [sum(_size(path, storage) for path in run.files) for run in runs]
+    :func:`_check_readable` looks at); ``sizes``: each run's bytes; ``storage`` goes with
+    each task."""
     total = sum(sizes)
     done = 0
 
