@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from gradcheck.engine import fastpath
 from gradcheck.engine.parts import FilePart, file_part, reduce_file
 from gradcheck.errors import InputError
-from gradcheck.events.discover import discover
+from gradcheck.events.discover import discover, merged
 from gradcheck.events.steps import StepWindow
 from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, open_binary
 from gradcheck.model import Run
@@ -139,7 +139,7 @@ class Follower:
         yet is waited for (said once) while the others are followed, and one that cannot be
         listed now (a network blip) keeps the runs it had. Also what is missing, and
         warnings."""
-        files_by_run: dict[str, set[str]] = {}
+        listed: list[Run] = []
         missing: list[str] = []
         warnings: list[str] = []
         for path in self.paths:
@@ -153,9 +153,8 @@ class Follower:
                 runs = known
                 warnings.append(f"{path}: {error} (what was read there is kept)")
             self._found[path] = runs
-            for run in runs:
-                files_by_run.setdefault(run.path, set()).update(run.files)
-        found = [Run(path=run, files=tuple(sorted(files))) for run, files in files_by_run.items()]
+            listed += runs
+        found = merged(listed)  # a run under two of the paths, once
         for line in missing:
             if found and line not in self._waited:  # the others are followed meanwhile
                 self._waited.add(line)

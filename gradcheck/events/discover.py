@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from gradcheck.errors import InputError
 from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_kind, is_url, list_url
@@ -39,17 +39,27 @@ def discover(paths: Sequence[str], storage: StorageOptions = NO_OPTIONS) -> list
     """
     if isinstance(paths, str):
         paths = [paths]
-    files_by_run: dict[str, set[str]] = {}
-    for path in paths:
-        for run, files in _url_runs(path, storage) if is_url(path) else _runs_under(path):
-            files_by_run.setdefault(run, set()).update(files)
-    if not files_by_run:
+    runs = merged(
+        Run(path=run, files=tuple(files))
+        for path in paths
+        for run, files in (_url_runs(path, storage) if is_url(path) else _runs_under(path))
+    )
+    if not runs:
         shown = ", ".join(repr(path) for path in paths) or "(no path given)"
         raise InputError(
             f"no event file found in {shown}: looked for files whose name contains "
             f"{EVENT_FILE_MARKER!r} (e.g. events.out.tfevents.*), searching directories "
             "recursively. Point gradcheck at a TensorBoard log directory."
         )
+    return runs
+
+
+def merged(runs: Iterable[Run]) -> list[Run]:
+    """``runs`` with a run found twice (under two of the paths given) made one, its files
+    sorted, in order of first appearance."""
+    files_by_run: dict[str, set[str]] = {}
+    for run in runs:
+        files_by_run.setdefault(run.path, set()).update(run.files)
     return [Run(path=run, files=tuple(sorted(files))) for run, files in files_by_run.items()]
 
 
@@ -58,9 +68,7 @@ def _runs_under(path: str) -> list[tuple[str, list[str]]]:
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        raise InputError(
-            f"{path!r} does not exist: give an event file or a log directory."
-        ) from None
+        raise _missing(path) from None
     except OSError as error:
         raise InputError(f"cannot access {path!r}: {error.strerror}.") from None
     if stat.S_ISREG(mode):
@@ -85,7 +93,12 @@ def _url_runs(root: str, storage: StorageOptions) -> list[tuple[str, list[str]]]
     """``(run, event files)`` pairs under a URL: the file itself and its directory when
     ``root`` is a file, else the directories holding event files, parents first and
     siblings by name (the order of ``os.walk`` with sorted subdirectories)."""
-    listed = list_url(root, storage)
+    try:
+        listed = list_url(root, storage)
+    except FileNotFoundError:
+        raise _missing(root) from None
+    except OSError as error:
+        raise InputError(f"cannot list {root!r}: {error}.") from None
     if listed is None:
         return [(root.rpartition("/")[0], [root])]
     by_directory: dict[str, list[str]] = {}
@@ -99,3 +112,7 @@ def _url_runs(root: str, storage: StorageOptions) -> list[tuple[str, list[str]]]
 
 def _raise(error: OSError) -> None:
     raise InputError(f"cannot list {error.filename!r}: {error.strerror}.")
+
+
+def _missing(path: str) -> InputError:
+    return InputError(f"{path!r} does not exist: give an event file or a log directory.")

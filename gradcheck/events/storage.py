@@ -172,24 +172,17 @@ def stream_size(stream: BinaryIO) -> int | None:
 def list_url(root: str, storage: StorageOptions = NO_OPTIONS) -> list[tuple[str, int]] | None:
     """``(url, size)`` of every file under the URL ``root`` in one recursive listing; None
     when ``root`` is a file. The URLs start with ``root`` as given (its trailing ``/``
-    dropped), so reports name what the user typed. Raises ``InputError`` when it does not
-    exist or cannot be listed."""
+    dropped), so reports name what the user typed. Raises ``FileNotFoundError`` when it does
+    not exist, ``OSError`` when it cannot be listed (``storage_errors``)."""
     fs, inner = _filesystem(root, storage)
-    try:
-        with storage_errors(root, storage):
-            fs.invalidate_cache(inner)  # a listing of now: a watched log grows between two
-            info = fs.info(inner)
-            if info.get("type") != "directory":
-                _sizes[root] = int(info.get("size") or 0)
-                _details[root] = info  # its version now (an earlier listing's may be stale)
-                return None
-            found = fs.find(inner, detail=True, withdirs=False)
-    except FileNotFoundError:
-        raise InputError(
-            f"{root!r} does not exist: give an event file or a log directory."
-        ) from None
-    except OSError as error:
-        raise InputError(f"cannot list {root!r}: {error}.") from None
+    with storage_errors(root, storage):
+        fs.invalidate_cache(inner)  # a listing of now: a watched log grows between two
+        info = fs.info(inner)
+        if info.get("type") != "directory":
+            _sizes[root] = int(info.get("size") or 0)
+            _details[root] = info  # its version now (an earlier listing's may be stale)
+            return None
+        found = fs.find(inner, detail=True, withdirs=False)
     base = fs._strip_protocol(inner).rstrip("/")
     prefix = root.rstrip("/")
     files = []
