@@ -478,12 +478,7 @@ def finish_file(result: RangeResult, path: str, run: str) -> RunData:
     notices = tuple(
         collision_notice(run, path, tag, step, counts) for tag, step, counts in result.collisions
     )
-    if result.size is None:
-        info = FileInfo(run, path, 0, 0, 0, None)
-    else:
-        tally = result.tally
-        writer = guess_writer(path, tally)
-        info = FileInfo(run, path, result.size, tally.records, tally.events, writer)
+    info = _file_info(run, path, result.size, result.tally)
     data = result.data
     return RunData(
         run=data.run,
@@ -495,6 +490,13 @@ def finish_file(result: RangeResult, path: str, run: str) -> RunData:
         scalars=data.scalars,
         hparams=data.hparams,
     )
+
+
+def _file_info(run: str, path: str, size: int | None, tally: FileTally) -> FileInfo:
+    """What a file held, once read (``size`` None: it could not be opened)."""
+    if size is None:
+        return FileInfo(run, path, 0, 0, 0, None)
+    return FileInfo(run, path, size, tally.records, tally.events, guess_writer(path, tally))
 
 
 def join_ranges(ranges: Sequence[RangeResult], boundaries: Sequence[int]) -> RangeResult | None:
@@ -716,16 +718,14 @@ def census_run(run: Run, census: Census, storage: StorageOptions = NO_OPTIONS) -
             stream = open_binary(path, storage)
         except OSError as error:
             census.add(unreadable(run.path, path, 0, error))
-            census.add(FileInfo(run.path, path, 0, 0, 0, None))
+            census.add(_file_info(run.path, path, None, reader.tally))
             continue
         with stream:
             reader.read_range(stream, 0, -1)
         reader._take_tally()
         for tag, step, counts in state.scanner.take_collisions():
             census.add(collision_notice(run.path, path, tag, step, counts))
-        tally = reader.tally
-        writer = guess_writer(path, tally)
-        census.add(FileInfo(run.path, path, size, tally.records, tally.events, writer))
+        census.add(_file_info(run.path, path, size, reader.tally))
 
 
 class _CensusReader(_RangeReader):
