@@ -107,14 +107,6 @@ def _key(key: Any) -> str:
     """A dict key as the standard library converts it (``skipkeys=False``)."""
     if isinstance(key, str):
         return encode_basestring(key)
-    if isinstance(key, float):
-        return encode_basestring(_float(key))
-    if key is True:
-        return '"true"'
-    if key is False:
-        return '"false"'
-    if key is None:
-        return '"null"'
-    if isinstance(key, int):
-        return encode_basestring(int.__repr__(key))
+    if key is None or isinstance(key, (int, float)):  # bool is an int
+        return encode_basestring(_scalar(key))  # the scalar's text, quoted
     raise TypeError(f"keys must be str, int, float, bool or None, not {key.__class__.__name__}")
