@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gradcheck.engine import pool
-from gradcheck.engine.parts import FilePart, reduce_file, reduce_file_reference
+from gradcheck.engine.parts import reduce_file, reduce_file_reference
 from gradcheck.events.steps import StepWindow
 from tests import eventfiles as ef
 from tests.test_fastpath import assert_same, tf2_steps
@@ -207,17 +207,6 @@ def _handlers() -> tuple[object, object]:
     import signal
 
     return signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-
-
-def test_parts_cross_to_workers_and_back(tmp_path: Path) -> None:
-    """What travels (tasks out, parts back) pickles whole."""
-    import pickle
-
-    ((path, run),) = _files(tmp_path, 1)
-    part = reduce_file(path, run, StepWindow())
-    copy = pickle.loads(pickle.dumps(part))
-    assert isinstance(copy, FilePart)
-    assert_same(part.data, copy.data)
 
 
 def _dying(item: int) -> int:

@@ -18,6 +18,7 @@ import pytest
 
 from gradcheck import pipeline
 from gradcheck.engine import cluster
+from gradcheck.engine.pool import default_jobs
 from gradcheck.errors import ConfigError, InputError
 from gradcheck.model import Report
 from tests.synthetic_runs import write_run
@@ -146,15 +147,9 @@ def test_a_bad_local_spec_is_a_config_error(spec: str) -> None:
 
 
 def test_local_alone_takes_one_worker_a_cpu() -> None:
-    assert cluster.local_workers("local") == pool_default()
+    assert cluster.local_workers("local") == default_jobs()
     assert cluster.local_workers("local:3") == 3
     assert cluster.local_workers("tcp://10.0.0.1:8786") is None
-
-
-def pool_default() -> int:
-    from gradcheck.engine.pool import default_jobs
-
-    return default_jobs()
 
 
 def test_a_scheduler_that_does_not_answer_is_an_input_error(
