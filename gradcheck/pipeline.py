@@ -84,6 +84,14 @@ def analyze(
         _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
         if sizes is None:  # judged once all is known to be readable
             reports = judge_runs(runs, parts_by_run, config, rules, chosen)
+    return report_of(reports, layer_glob, sweep)
+
+
+def report_of(
+    reports: Sequence[RunReport], layer_glob: str | None = None, sweep: bool | None = None
+) -> Report:
+    """The report on the runs' ``reports``: their parameters matching ``layer_glob``, the
+    runs that disagree, the sweep view (``sweep`` as for :func:`analyze`)."""
     shown = tuple(filter_layers(reports, layer_glob))
     return Report(
         version=__version__,

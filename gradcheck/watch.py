@@ -14,13 +14,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gradcheck import __version__
 from gradcheck.engine.follow import Follower, Poll
 from gradcheck.errors import InputError
 from gradcheck.events.steps import StepWindow
 from gradcheck.events.storage import NO_OPTIONS, StorageOptions
 from gradcheck.model import LayerResult, Report, RunReport, Verdict
-from gradcheck.pipeline import analyze_parts, disagreements, filter_layers
+from gradcheck.pipeline import analyze_parts, report_of
 from gradcheck.tags import DEFAULT_RULES, TagRules
 from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
 from gradcheck.verdicts.gate import DEFAULT_FAIL_ON, fails, parse_fail_on
@@ -140,10 +139,9 @@ class Watcher:
         if not any(part.values_kept for parts in poll.parts for part in parts):
             return None, "no histogram or scalar in the event files yet"
         try:
-            shown = filter_layers(reports, self.layer_glob)
+            return report_of(reports, self.layer_glob), ""  # as analyze's
         except InputError as error:  # the parameter may still appear
             return None, str(error)
-        return Report(__version__, tuple(shown), disagreements(reports)), ""
 
 
 def changed_layers(before: Report | None, after: Report) -> tuple[Change, ...]:

@@ -275,6 +275,20 @@ def test_watch_until_idle_ends_with_analyze_s_report(tmp_path: Path) -> None:
     assert last["report"] == json.loads(analyzed.stdout)
 
 
+def test_watch_of_a_sweep_ends_with_analyze_s_report_sweep_view_included(
+    tmp_path: Path,
+) -> None:
+    """The final report is built as analyze's, so a sweep's view is in it too."""
+    shutil.copytree(REPO / "tests" / "data" / "sweep", tmp_path / "sweep")
+    logs = str(tmp_path / "sweep")
+    result = invoke("watch", logs, "--until-idle", "0", "--fail-on", "none", "--format", "json")
+    assert result.exit_code == ExitStatus.OK, result.output
+    last = json.loads(result.stdout.splitlines()[-1])
+    analyzed = json.loads(invoke("analyze", logs, "--format", "json", "--fail-on", "none").stdout)
+    assert last["report"]["sweep"]["runs"] == analyzed["sweep"]["runs"] == 10
+    assert last["report"] == analyzed
+
+
 def test_watch_exits_1_naming_the_finding(tmp_path: Path) -> None:
     result = invoke("watch", str(SAMPLES / "torch_exploding_nan"), "--format", "json")
     assert result.exit_code == ExitStatus.FINDINGS, result.output
