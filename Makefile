@@ -9,7 +9,8 @@ STAMP  := $(VENV)/.installed
 TORCH  ?= torch==2.13.0
 # pip compiles an installed wheel's modules to bytecode, but not an editable install's; where
 # PYTHONDONTWRITEBYTECODE is set (as on this machine) Python would then compile every module
-# of gradcheck from source at each start, ~0.1 s a command a user's install never pays.
+# of gradcheck from source at each start, ~0.1 s a command a user's install never pays (the
+# bench caches bytecode itself: bench/run.py's child_environment).
 COMPILE = $(BIN)/python -m compileall -q gradcheck
 
 .PHONY: install install-core demo report-demo test lint format sample-runs bench clean
@@ -59,7 +60,6 @@ sample-runs: $(STAMP)
 
 # Every series (bench/README.md); one alone, e.g.: make bench BENCH_ARGS="--series sweep"
 bench: $(STAMP)
-	$(COMPILE)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
