@@ -9,6 +9,11 @@
 - ``accumulator-notf``: the same with ``import tensorflow`` made to fail, so tensorboard falls
   back to its pure-Python record reader and CRC (what a user without TensorFlow gets).
 - ``gradcheck-read``: iterate ``gradcheck.read(path)`` (the reader alone, no statistics).
+- ``gradcheck-load``, ``gradcheck-judge``: the stages of ``gradcheck analyze --jobs 1``, each
+  stopped earlier (the sweep series' floor by stage): with the imports of ``analyze --format
+  json`` (the ``imports`` reader's), ``gradcheck-load`` reads every run (C engine: framing,
+  CRCs, statistics, series), ``gradcheck-judge`` reads and judges them (verdicts and the
+  report object, not its JSON text). Both end with ``os._exit``, as the CLI does.
 - ``rust``, ``rust-checksum``: TensorBoard's Rust data server (``tensorboard_data_server``,
   "rustboard") loading the directory once, every sample kept, without and with ``--checksum``
   (it checks a record's CRC only when the record fails to parse, by default). It runs as its
@@ -115,6 +120,41 @@ def gradcheck_read(path: str) -> dict[str, int]:
         counts[kind] = counts.get(kind, 0) + 1
     values = counts.get("HistogramRecord", 0) + counts.get("ScalarRecord", 0)
     return {"values": values, **counts, "_work_started": mark}  # type: ignore[dict-item]
+
+
+def _gradcheck_stages(path: str, judge: bool) -> dict[str, int]:
+    """``gradcheck analyze PATH --jobs 1`` up to its stage: read every run (``judge``: and
+    judge it), with the imports the CLI's JSON report needs (so that a stage's time less the
+    ``imports`` reader's is that stage's); counts the values read."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as gradcheck's entry point does
+    import gradcheck.cli  # noqa: F401  # the imports of analyze --format json
+    import gradcheck.report.json_format  # noqa: F401
+    from gradcheck import pipeline
+    from gradcheck.config import DEFAULT_CONFIG
+    from gradcheck.events.discover import discover
+    from gradcheck.events.steps import StepWindow
+    from gradcheck.tags import DEFAULT_RULES
+
+    mark = time.perf_counter()
+    runs = discover([path])
+    with pipeline.Workers(1) as workers:  # as analyze --jobs 1: no process pool
+        parts = pipeline.read_runs(runs, StepWindow(), None, workers)
+        reports = (
+            pipeline.judge_runs(runs, parts, DEFAULT_CONFIG, DEFAULT_RULES, workers)
+            if judge
+            else None
+        )
+    values = sum(
+        sum(s.histograms_read for s in part.data.histograms.values())
+        + sum(len(s) for s in part.data.scalars.values())
+        for run_parts in parts
+        for part in run_parts
+    )
+    result = {"values": values, "runs": len(runs), "_work_started": mark}
+    if reports is not None:
+        report = pipeline.report_of(reports)
+        result["layers"] = sum(len(run.layers) for run in report.runs)
+    return result  # type: ignore[return-value]
 
 
 RUST_READY = "Finished load cycle"
@@ -233,7 +273,12 @@ READERS: dict[str, Callable[[str], dict[str, int]]] = {
     "accumulator": accumulator,
     "accumulator-notf": accumulator_without_tensorflow,
     "gradcheck-read": gradcheck_read,
+    "gradcheck-load": lambda path: _gradcheck_stages(path, judge=False),
+    "gradcheck-judge": lambda path: _gradcheck_stages(path, judge=True),
 }
+EXITS_AT_ONCE = ("gradcheck-load", "gradcheck-judge")
+"""Readers that end with ``os._exit`` once their line is printed, as ``gradcheck`` does (the
+interpreter's teardown is no stage of gradcheck's)."""
 
 
 def main(argv: list[str]) -> int:
@@ -251,7 +296,10 @@ def main(argv: list[str]) -> int:
         "import_seconds": round(work_started - _IMPORT_STARTED, 4),
         "work_seconds": round(finished - work_started, 4),
     }
-    print(json.dumps(line))
+    print(json.dumps(line), flush=True)
+    if name in EXITS_AT_ONCE:
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 

@@ -361,6 +361,54 @@ def _sweep_table(summaries: Sequence[DatasetSummary]) -> list[str]:
     return lines
 
 
+STAGES = (
+    ("start-up", "imports"),
+    ("reading", "gradcheck-load"),
+    ("verdicts", "gradcheck-judge"),
+    ("JSON report", "gradcheck-1job"),
+)
+"""A sweep's ``analyze --jobs 1`` by stage: each reader (its own process, as every reader)
+stops one stage later than the one before it, so a stage's time is its reader's median less
+the previous reader's (``bench/readers.py``: ``gradcheck-load``, ``gradcheck-judge``)."""
+
+
+def stage_seconds(summary: DatasetSummary) -> dict[str, float] | None:
+    """Each stage's seconds in ``summary`` (None unless every stage's reader ran there)."""
+    readers = summary.readers
+    if any(name not in readers or readers[name].problems for _, name in STAGES):
+        return None
+    stages, before = {}, 0.0
+    for stage, name in STAGES:
+        stages[stage] = readers[name].wall_seconds - before
+        before = readers[name].wall_seconds
+    return stages
+
+
+def _stage_table(summaries: Sequence[DatasetSummary]) -> list[str]:
+    """Where a sweep's time goes, at ``--jobs 1``: seconds and ms a run per stage, beside the
+    Rust server's whole load (which has no verdicts and no report to write)."""
+    rows = [(s, stages) for s in summaries if s.small_sweep and (stages := stage_seconds(s))]
+    if not rows:
+        return []
+    header = f"{'dataset':<24}" + "".join(f"{stage:>20}" for stage, _ in STAGES) + f"{'rust s':>9}"
+    lines = [
+        "sweep stages at --jobs 1 (each stage's reader its own process; s, ms/run): a stage is"
+        " its reader's median less the previous one's; start-up is not per run",
+        header,
+        "-" * len(header),
+    ]
+    for s, stages in rows:
+        cells = "".join(_stage_cell(stage, seconds, s.runs) for stage, seconds in stages.items())
+        lines.append(f"{s.dataset:<24}{cells}{_seconds(s, 'rust'):>9}")
+    return lines
+
+
+def _stage_cell(stage: str, seconds: float, runs: int) -> str:
+    """``1.23 s   4.5``: a stage's seconds and its ms a run (none for the start-up)."""
+    per_run = "" if stage == "start-up" else f"{seconds / runs * 1e3:.1f}"
+    return f"{seconds:>10.2f} s{per_run:>8}"
+
+
 def _start_up_lines(summaries: Sequence[DatasetSummary]) -> list[str]:
     """The tiny run against ``python -c pass``, and ``inspect`` against ``analyze``."""
     lines = []
@@ -441,6 +489,8 @@ def render(
         *_extra_lines(summaries),
         "",
         *_sweep_table(summaries),
+        "",
+        *_stage_table(summaries),
         "",
         *params.render({s.dataset: s for s in summaries}),
         "",

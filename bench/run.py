@@ -97,6 +97,8 @@ READERS: dict[str, Reader] = {
         Reader("gradcheck", False, _gradcheck(None), "gradcheck analyze (JSON report)"),
         Reader("gradcheck-1job", False, _gradcheck(1), "gradcheck analyze --jobs 1"),
         _script_reader("gradcheck-read", False, "gradcheck.read() alone"),
+        _script_reader("gradcheck-load", False, "analyze --jobs 1 up to reading (no verdicts)"),
+        _script_reader("gradcheck-judge", False, "analyze --jobs 1 up to verdicts (no JSON)"),
         _script_reader("bare", False, "struct framing + Event.FromString"),
         Reader("floor", False, lambda _: [PYTHON, "-c", FLOOR_CODE], "python + numpy, click"),
         Reader("imports", False, lambda _: [PYTHON, "-c", IMPORTS_CODE], "gradcheck's imports"),
@@ -118,7 +120,13 @@ DEFAULT_READERS = (
     "gradcheck,gradcheck-1job,bare,floor,imports,rust,rust-checksum,tbparse,accumulator"
 )
 MULTI_READERS = ("gradcheck-1job", "gradcheck", "bare", "floor", "rust")
-SWEEP_READERS = ("gradcheck-1job", "gradcheck", "rust", "rust-checksum")
+SWEEP_READERS = (
+    "gradcheck-1job",
+    "gradcheck",
+    "rust",
+    "rust-checksum",
+    *("imports", "gradcheck-load", "gradcheck-judge"),  # the floor by stage (report.STAGES)
+)
 START_UP_READERS = ("gradcheck", "gradcheck-1job", "python", "imports")
 INSPECT_READERS = ("gradcheck", "inspect")
 SERIES = ("logs", "sweep", "params", "inspect", "startup")
@@ -237,7 +245,7 @@ def measure_once(
         pass  # reads nothing, or a server (tests/test_bench_guard.py counts its values)
     elif reader.name == "inspect":
         problem = _check_inspect(measurement.stdout, info)
-    elif reader.name.startswith("gradcheck") and reader.name != "gradcheck-read":
+    elif reader.name in ("gradcheck", "gradcheck-1job"):
         layers, verdicts, problem = _check_gradcheck(measurement.stdout, info)
     else:
         values, problem = _check_reader(measurement.stdout, info)

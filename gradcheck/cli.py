@@ -390,6 +390,7 @@ def analyze(
             workers=workers,
             sweep=sweep,
             storage_options=storage,
+            charts=any(name == "html" for name in (format_name, *(f for f, _ in reports))),
         )
     options = FormatOptions(top=top, show_all=show_all, fail_on=failing)
     stdout_options = replace(options, env=env) if output is None else options

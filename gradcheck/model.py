@@ -179,6 +179,8 @@ STAT_NAMES: tuple[str, ...] = (
 :func:`gradcheck.series.stats.histogram_stats_batch`'s matrix), in order."""
 
 COLUMN = {name: i for i, name in enumerate(STAT_NAMES)}
+_QUANTILE_COLUMNS = [COLUMN[c] for c in ("min", *(f"p{int(p):02d}" for p in PERCENTILES), "max")]
+"""The positions of :meth:`HistogramSeries.quantile_grid`'s columns in ``stats``."""
 
 SeriesKey = tuple[str, int]
 """``(tag, index)``: ``index`` tells apart series written under one tag at one step."""
@@ -214,8 +216,7 @@ class HistogramSeries:
 
     def quantile_grid(self) -> np.ndarray:
         """``[n, 9]`` float64: min, p1, p5, p25, p50, p75, p95, p99, max per step."""
-        columns = ["min", *(f"p{int(p):02d}" for p in PERCENTILES), "max"]
-        return self.stats[:, [COLUMN[c] for c in columns]].astype("float64")
+        return self.stats[:, _QUANTILE_COLUMNS].astype("float64")
 
 
 @dataclass(frozen=True, eq=False)

@@ -56,6 +56,7 @@ def analyze(
     workers: Workers | None = None,
     sweep: bool | None = None,
     storage_options: Mapping[str, object] | None = None,
+    charts: bool = True,
 ) -> Report:
     """Analyse the event files under ``paths`` and return the report of every run.
 
@@ -64,6 +65,9 @@ def analyze(
     ``sweep``: whether the report carries the sweep view (None: when the runs look like a
     sweep, :func:`gradcheck.verdicts.sweep.looks_like_sweep`).
     ``storage_options``: fsspec options for URLs (``endpoint_url``, ``anon``...).
+    ``charts``: whether each parameter carries its series at every step (``LayerResult.series``
+    and ``update_series``, which only the HTML report draws); without them a report is a few
+    times cheaper to send back from a worker process (``bench/README.md``, "Worker processes").
 
     Raises ``InputError`` for a missing path, no event file, no run or parameter matching the
     globs, or when no histogram or scalar can be read at all (exit status 2 in the CLI).
@@ -75,7 +79,7 @@ def analyze(
         sizes = _whole_runs(runs, chosen, storage)
         if sizes is not None:  # judged where they were read
             judged = read_and_judge_runs(
-                runs, sizes, window, progress, config, rules, chosen, storage
+                runs, sizes, window, progress, config, rules, chosen, storage, charts
             )
             parts_by_run = [parts for _, parts in judged]
             reports = [report for report, _ in judged]
@@ -83,7 +87,7 @@ def analyze(
             parts_by_run = read_runs(runs, window, progress, chosen, storage)
         _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
         if sizes is None:  # judged once all is known to be readable
-            reports = judge_runs(runs, parts_by_run, config, rules, chosen)
+            reports = judge_runs(runs, parts_by_run, config, rules, chosen, charts)
     return report_of(reports, layer_glob, sweep)
 
 
@@ -197,11 +201,12 @@ def read_and_judge_runs(
     rules: TagRules,
     workers: Workers,
     storage: StorageOptions = NO_OPTIONS,
+    charts: bool = True,
 ) -> list[tuple[RunReport, list[FilePart]]]:
     """Every run read and judged in one task on the ``workers`` (a sweep's many small runs),
     in order: its report, and its files' parts without their series (what
     :func:`_check_readable` looks at); ``sizes``: each run's bytes; ``storage`` goes with
-    each task."""
+    each task; ``charts``: as for :func:`analyze`."""
     total = sum(sizes)
     done = 0
 
@@ -215,7 +220,14 @@ def read_and_judge_runs(
         progress(0, total)
     batches = _batches(sizes, workers.jobs * TASKS_PER_WORKER)
     done_runs = map_shared(
-        partial(_read_and_judged, window=window, config=config, rules=rules, storage=storage),
+        partial(
+            _read_and_judged,
+            window=window,
+            config=config,
+            rules=rules,
+            storage=storage,
+            charts=charts,
+        ),
         [[runs[at] for at in batch] for batch in batches],
         [float(sum(sizes[at] for at in batch)) for batch in batches],
         0.0,
@@ -254,12 +266,13 @@ def _read_and_judged(
     config: Config,
     rules: TagRules,
     storage: StorageOptions = NO_OPTIONS,
+    charts: bool = True,
 ) -> list[tuple[RunReport, list[FilePart]]]:
     """Runs read and judged, one after the other (a task of :func:`read_and_judge_runs`)."""
     judged = []
     for run in runs:
         parts = [reduce_file(path, run.path, window, storage=storage) for path in run.files]
-        report = analyze_parts(run, parts, config, rules)
+        report = analyze_parts(run, parts, config, rules, charts=charts)
         judged.append((report, [replace(part, data=_without_series(part.data)) for part in parts]))
     return judged
 
@@ -348,14 +361,16 @@ def judge_runs(
     config: Config,
     rules: TagRules,
     workers: Workers | None = None,
+    charts: bool = True,
 ) -> list[RunReport]:
-    """The report of every run (see :func:`analyze_parts`), in order; runs share the
+    """The report of every run (see :func:`analyze_parts`; ``charts`` as for :func:`analyze`),
+    in order; runs share the
     ``workers`` (see :func:`gradcheck.engine.pool.map_shared`) when there is enough to
     judge (``engine.plan``): a sweep of many runs would otherwise wait on one core after reading
     on all of them."""
     weights = [plan.verdict_seconds([part.data for part in parts]) for parts in parts_by_run]
     return map_shared(
-        partial(_judged, config=config, rules=rules),
+        partial(_judged, config=config, rules=rules, charts=charts),
         list(zip(runs, parts_by_run, strict=True)),
         weights,
         plan.VERDICT_SPLIT_SECONDS,
@@ -363,17 +378,25 @@ def judge_runs(
     )
 
 
-def _judged(item: tuple[Run, Sequence[FilePart]], config: Config, rules: TagRules) -> RunReport:
-    return analyze_parts(item[0], item[1], config, rules)
+def _judged(
+    item: tuple[Run, Sequence[FilePart]], config: Config, rules: TagRules, charts: bool = True
+) -> RunReport:
+    return analyze_parts(item[0], item[1], config, rules, charts=charts)
 
 
 def analyze_parts(
-    run: Run, parts: Sequence[FilePart], config: Config, rules: TagRules, open_end: bool = False
+    run: Run,
+    parts: Sequence[FilePart],
+    config: Config,
+    rules: TagRules,
+    open_end: bool = False,
+    charts: bool = True,
 ) -> RunReport:
     """Merge a run's per-file parts (in file order) and judge its parameters (``open_end``:
-    the log is still being written, see ``gradcheck.watch``)."""
+    the log is still being written, see ``gradcheck.watch``; ``charts`` as for
+    :func:`analyze`)."""
     data = merge([part.data for part in parts])
-    return _judged_data(run, data, parts, config, rules, open_end)
+    return _judged_data(run, data, parts, config, rules, open_end, charts)
 
 
 def _judged_data(
@@ -383,9 +406,10 @@ def _judged_data(
     config: Config,
     rules: TagRules,
     open_end: bool = False,
+    charts: bool = True,
 ) -> RunReport:
     """The report on ``run``'s merged ``data`` (its ``parts``: whether any value was kept)."""
-    report = analyze_run(data, config, rules, open_end)
+    report = analyze_run(data, config, rules, open_end, charts)
     warnings = report.warnings
     if not any(part.values_kept for part in parts):
         warnings += ("no histogram or scalar could be read in this run",)

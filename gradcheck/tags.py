@@ -19,6 +19,7 @@ that gradcheck's logging helpers write, common global gradient norm tags, and lo
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -147,7 +148,10 @@ def normalise_name(name: str) -> str:
     return name or "?"
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _builtin_classify(tag: str) -> tuple[Role, str]:
+    """The built-in conventions' role and parameter name of a histogram tag; kept for the
+    last 16,384 tags (the runs of a sweep log the same tags: each is classified once)."""
     core = _HISTOGRAM_SUFFIX.sub("", tag)
     suffix = _GRAD_SUFFIX.match(core)
     if suffix:

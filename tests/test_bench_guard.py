@@ -211,6 +211,13 @@ def test_a_sweep_is_runs_of_their_own_from_step_0(tmp_path: Path) -> None:
     report = analyze([str(tmp_path)], jobs=1)
     assert sorted(os.path.basename(run.run) for run in report.runs) == ["run0", "run1", "run2"]
     assert all(run.counts["ok"] == info.parameters for run in report.runs)
+    # the sweep's stage readers (analyze --jobs 1 stopped after reading, after verdicts)
+    # read every value of every run
+    loaded = readers.READERS["gradcheck-load"](str(tmp_path))
+    judged = readers.READERS["gradcheck-judge"](str(tmp_path))
+    assert loaded["values"] == judged["values"] == info.histograms + info.scalars
+    assert loaded["runs"] == judged["runs"] == 3 and "layers" not in loaded
+    assert judged["layers"] == 3 * info.parameters
 
 
 def _elapsed(function: Callable[[], object]) -> float:
@@ -517,6 +524,26 @@ def test_issue_22_targets_the_rust_server_sweeps_parameters_inspect_and_start_up
     assert "inspect 0.90 s, analyze 0.85 s: 1.06x" in text
 
 
+def test_a_sweeps_stages_are_each_readers_median_less_the_previous_ones() -> None:
+    from bench.report import render, stage_seconds
+
+    sweep = tuple(f"d/run{n}/f" for n in range(200))
+    info = gen.DatasetInfo("tensor-200runs200kB", "tensor", "d", sweep, 40_000_000, 1, 1, 1, 1,
+                           1, 0.0)  # fmt: skip
+    walls = {"imports": 0.2, "gradcheck-load": 0.6, "gradcheck-judge": 2.6, "gradcheck-1job": 3.0}
+    (summary,) = _summaries({info.name: {**walls, "rust": 0.5}}, {info.name: info})
+    stages = stage_seconds(summary)
+    assert stages is not None
+    assert [round(seconds, 3) for seconds in stages.values()] == [0.2, 0.4, 2.0, 0.4]
+    assert list(stages) == ["start-up", "reading", "verdicts", "JSON report"]
+    facts = {"date": "d", "cpus": 2, "python_startup_seconds": 0.03}
+    text = render([summary], [], facts, _ARGS)  # type: ignore[arg-type]
+    row = "tensor-200runs200kB           0.20 s              0.40 s     2.0      2.00 s    10.0"
+    assert row + "      0.40 s     2.0     0.50" in text  # and the Rust server's 0.50 s
+    (partial,) = _summaries({info.name: {"imports": 0.2, "rust": 0.5}}, {info.name: info})
+    assert stage_seconds(partial) is None  # a stage's reader missing: no stages
+
+
 def test_the_parameter_logs_change_at_every_step_and_are_read_whole(tmp_path: Path) -> None:
     info = params.ensure_log(tmp_path, 3, 4)
     assert (info.name, info.histograms, info.scalars) == ("params-3x4", 24, 4)
@@ -561,8 +588,9 @@ def test_each_series_can_run_alone_and_shared_logs_get_both_readers() -> None:
 
     assert planned("--series", "sweep", "--sweep", "200runs200kB") == {
         "params-4x5": ["gradcheck", "gradcheck-1job", "python", "imports"],
-        "tensor-200runs200kB": ["gradcheck-1job", "gradcheck", "rust", "rust-checksum"],
-    }
+        "tensor-200runs200kB": ["gradcheck-1job", "gradcheck", "rust", "rust-checksum",
+                                "imports", "gradcheck-load", "gradcheck-judge"],
+    }  # fmt: skip
     both = planned("--series", "params,inspect", "--params", "1000,5000", "--params-steps", "9")
     assert both["params-1000x9"] == ["gradcheck-1job", "rust", "gradcheck", "inspect"]
     assert both["params-5000x9"] == ["gradcheck-1job", "rust"]

@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from gradcheck.verdicts.clipping import downsample
-from gradcheck.verdicts.numeric import median, nan_to_num, nanmedian, percentile, sorted_median
+from gradcheck.verdicts.numeric import (
+    median,
+    nan_to_num,
+    nanmax,
+    nanmedian,
+    percentile,
+    sorted_median,
+)
 from gradcheck.verdicts.signals import common_steps
 
 FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64)
@@ -124,3 +131,13 @@ def test_nan_to_num_is_np_nan_to_num(values: np.ndarray, nan: float) -> None:
     got = nan_to_num(values, nan=nan)
     assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
     assert got is not values  # a copy, as numpy's (the input is left as it was)
+
+
+@settings(max_examples=300, deadline=None)
+@given(arrays(np.float64, st.integers(0, 40), elements=TIES | FLOATS))
+def test_nanmax_is_np_nanmax_bit_for_bit(values: np.ndarray) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # every value NaN
+        assert same_bits(nanmax(values, initial=0.0), float(np.nanmax(values, initial=0.0)))
+        if values.size:
+            assert same_bits(nanmax(values), float(np.nanmax(values)))

@@ -200,6 +200,37 @@ def test_runs_read_and_judged_each_in_one_task_report_as_on_one_process(
     assert seen[0] == (0, total) and seen[-1] == (total, total)
 
 
+def without_charts(report: Report) -> Report:
+    runs = tuple(
+        dataclasses.replace(
+            run,
+            layers=tuple(
+                dataclasses.replace(layer, series=None, update_series=None) for layer in run.layers
+            ),
+        )
+        for run in report.runs
+    )
+    return dataclasses.replace(report, runs=runs)
+
+
+def test_a_report_without_charts_is_the_report_without_its_per_step_series(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``charts=False`` (every format but HTML) leaves out what only the HTML report draws, in
+    one process and from the workers' tasks alike; nothing else changes."""
+    for number, exploding in enumerate((True, False)):
+        write_run(tmp_path / f"run{number}", exploding=exploding, seed=number)
+    charted = run_analysis(tmp_path, jobs=1)
+    assert all(layer.series is not None for run in charted.runs for layer in run.layers)
+    plain = run_analysis(tmp_path, jobs=1, charts=False)
+    assert all(
+        layer.series is layer.update_series is None for run in plain.runs for layer in run.layers
+    )
+    assert repr(plain) == repr(without_charts(charted))  # repr: NaN in the trends
+    monkeypatch.setattr(pipeline, "WHOLE_RUNS_MIN_BYTES", 0)  # the runs read and judged in tasks
+    assert repr(run_analysis(tmp_path, jobs=2, charts=False)) == repr(plain)
+
+
 def test_runs_read_in_tasks_with_nothing_readable_is_an_input_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

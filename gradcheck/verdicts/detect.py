@@ -89,9 +89,11 @@ def analyze_run(
     config: Config = DEFAULT_CONFIG,
     rules: TagRules = DEFAULT_RULES,
     open_end: bool = False,
+    charts: bool = True,
 ) -> RunReport:
     """Verdicts on every parameter of one run, ranked worst first; ``open_end``: the log is
-    still being written (see ``RunContext.open_end``)."""
+    still being written (see ``RunContext.open_end``); ``charts``: each parameter with its
+    series at every step (``LayerResult.series``, ``update_series``: the HTML report's)."""
     data, parameters, norms, gradients, roles = run_parameters(data, rules)
     context = run_context(data, parameters, config, norms)
     if open_end:
@@ -119,7 +121,9 @@ def analyze_run(
         findings[parameter.name] = found
         notes[parameter.name] += excused
     context = dataclasses.replace(context, movements=healthy_context.movements)
-    layers = [_layer_result(p, findings[p.name], notes[p.name], context) for p in parameters]
+    layers = [
+        _layer_result(p, findings[p.name], notes[p.name], context, charts) for p in parameters
+    ]
     layers.sort(key=lambda layer: (-layer.severity, layer.depth))
     counts: dict[str, int] = {v: sum(layer.verdict == v for layer in layers) for v in VERDICTS}
     slow = {layer.name for layer in layers if "slow" in layer.flags}
@@ -484,7 +488,11 @@ def _moving_stats_moved(movements: Mapping[str, Movement], config: Config) -> di
 
 
 def _layer_result(
-    parameter: Parameter, findings: list[Finding], notes: list[str], context: RunContext
+    parameter: Parameter,
+    findings: list[Finding],
+    notes: list[str],
+    context: RunContext,
+    charts: bool = True,
 ) -> LayerResult:
     order = {verdict: i for i, verdict in enumerate(VERDICTS)}
     findings = sorted(findings, key=lambda f: order[f.verdict])
@@ -514,8 +522,8 @@ def _layer_result(
             if f.first_bad_step is not None and f.verdict != "ok"
         },
         notes=tuple(notes),
-        series=_series(parameter, trend_of),
-        update_series=_update_series(parameter.weight),
+        series=_series(parameter, trend_of) if charts else None,
+        update_series=_update_series(parameter.weight) if charts else None,
         references=_references(numbers, context.config),
     )
 

@@ -7,6 +7,7 @@ appearance order) and its kind (BatchNorm gamma/beta, BatchNorm moving statistic
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Literal
 
@@ -27,9 +28,11 @@ _RECURRENT = re.compile(
 _GATED = re.compile(r"lstm|gru", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def parameter_kind(name: str) -> ParameterKind:
     """BatchNorm moving statistics, BatchNorm gamma/beta, an embedding table, or anything else
-    (by name)."""
+    (by name); kept for the last 16,384 names (the rules ask several times a parameter, and a
+    sweep's runs share their names)."""
     if _BN_MOVING.search(name):
         return "bn_moving"
     if _BN_AFFINE_KERAS.search(name):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -19,7 +20,7 @@ import numpy as np
 from gradcheck.model import HistogramSeries, RunData
 from gradcheck.series.stats import wasserstein_from_quantiles
 from gradcheck.tags import ParameterTags
-from gradcheck.verdicts.numeric import median, nan_to_num, nanmedian
+from gradcheck.verdicts.numeric import median, nan_to_num, nanmax, nanmedian
 
 DENSE_SHARE = 0.999
 """A gradient with more than this share in its zero bucket is treated as all zero, not sparse."""
@@ -130,7 +131,7 @@ def _gradient_signal(data: RunData, tags: ParameterTags) -> GradientSignal | Non
         assert histogram is not None
         steps, norm = histogram.steps, histogram.column("l2_norm")
         bounds = histogram.column("l2_error_bound")
-        bound, tag = float(np.nanmax(bounds, initial=0.0)), histogram.tag
+        bound, tag = nanmax(bounds, initial=0.0), histogram.tag
         exact = bound == 0.0
         zero_share = histogram.column("zero_share")
         logged = histogram.histograms_read
@@ -265,25 +266,27 @@ def weight_scale(weight: WeightSignal, run_spread: float, first: int = 0) -> tup
     """
     std0, mean0 = float(weight.std[first]), float(abs(weight.mean[first]))
     tiny = 1e-12
-    if np.isfinite(std0) and std0 > tiny * max(1.0, mean0):
+    if math.isfinite(std0) and std0 > tiny * max(1.0, mean0):
         return std0, "own spread"
-    if np.isfinite(mean0) and mean0 > tiny:
+    if math.isfinite(mean0) and mean0 > tiny:
         return mean0, "own magnitude"
     return run_spread, ZERO_INITIALISED
 
 
 def movement(weight: WeightSignal, run_spread: float) -> Movement | None:
     """Movement of a weight histogram series over the run; None with fewer than 2 usable steps."""
+    if weight.fingerprints.size == 0:
+        return None
     usable = np.isfinite(weight.quantiles).all(axis=1)
     count = int(usable.sum())
-    if weight.fingerprints.size == 0 or count < 2:
+    if count < 2:
         return None
     every = count == usable.size  # the usual case: the arrays as they are, not copies
 
     def used(values: np.ndarray) -> np.ndarray:
         return values if every else values[usable]
 
-    first = int(np.argmax(usable))
+    first = 0 if every else int(usable.argmax())
     identical = bool((used(weight.fingerprints) == weight.fingerprints[first]).all())
     scale, source = weight_scale(weight, run_spread, first)
     if identical:

@@ -123,7 +123,7 @@ def baseline_size(count: int, config: Config) -> int:
 
 def early_and_late(values: np.ndarray, config: Config) -> tuple[float, float, np.ndarray]:
     """Median of the first and of the last baseline-sized groups of finite values."""
-    finite = np.flatnonzero(np.isfinite(values))
+    finite = np.isfinite(values).nonzero()[0]  # np.flatnonzero of a 1-d array, no dispatch
     if finite.size == 0:
         return float("nan"), float("nan"), finite
     size = baseline_size(finite.size, config)

@@ -74,12 +74,14 @@ def find_rise(
     the log-scale arithmetic (baseline, ratios) because it has no logarithm.
     """
     positive = np.where(values > 0, values, np.nan)
-    finite = np.flatnonzero(np.isfinite(positive))
+    finite = np.isfinite(positive).nonzero()[0]  # np.flatnonzero of a 1-d array, no dispatch
     if finite.size < 3:
         return None
     baseline = median(positive[finite[: baseline_size(finite.size, config)]])
     ratio = positive / baseline
     above = nan_to_num(ratio, nan=0.0) >= config.explode_factor
+    if not above.any():  # the usual case: no episode at all
+        return None
     for start, end in _episodes(above):
         departure = _departure(ratio, start)
         if departure == 0 and not ratio[0] <= NEAR_BASELINE:
