@@ -46,7 +46,7 @@ BATCH_SIZE = 4096
 BATCH_BUCKETS = 1 << 19
 """Buckets held pending at most (about 12 MB of edges and counts)."""
 
-SETTLE_ROWS = 16384
+SETTLE_ROWS = 4096
 SETTLE_ROWS_PER_SERIES = 8
 """Reduced rows are pooled (96 bytes each) and handed to their series once the pool holds
 ``max(SETTLE_ROWS, SETTLE_ROWS_PER_SERIES * series)``: a series then gets several rows at a
