@@ -10,6 +10,7 @@ process pool); each checkout needs its extension built (``setup.py build_ext --i
 from __future__ import annotations
 
 import argparse
+import compileall
 import hashlib
 import os
 import statistics
@@ -35,6 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = [] if args.jobs == "default" else ["-j", args.jobs]
     command = [sys.executable, "-m", "gradcheck", "analyze", "--format", "json"]
     command += ["--fail-on", "none", "--no-progress", *options]
+    for tree in (args.a, args.b):  # as an installed package is (the Makefile's COMPILE)
+        compileall.compile_dir(tree / "gradcheck", quiet=1)
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "out.json"
         for log in args.logs:

@@ -436,3 +436,36 @@ def test_an_object_written_again_while_it_is_read_is_an_error_not_a_splice(
     with storage.open_binary(url, options) as stream:
         assert stream.read(10) == b"b" * 10
     fs.rm(root, recursive=True)
+
+
+GIVE = "give an event file or a log directory."
+
+
+def test_http_missing_and_unreachable_are_told_apart(tmp_path: Path) -> None:
+    """fsspec's http filesystem raises FileNotFoundError for a 404 and for a server it cannot
+    reach alike; only the first "does not exist"."""
+    import functools
+    import socket
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # not on the CLI's stderr
+            pass
+
+    handler = functools.partial(Quiet, directory=str(tmp_path))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        missing = f"http://127.0.0.1:{server.server_address[1]}/no/such/run"
+        line = one_line_error(invoke("analyze", missing))
+        assert line == f"gradcheck: error: '{missing}' does not exist: " + GIVE
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as probe:  # a port nobody listens on: connections are refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    line = one_line_error(invoke("analyze", f"http://127.0.0.1:{port}/logs"))
+    assert line.startswith(f"gradcheck: error: cannot list 'http://127.0.0.1:{port}/logs': ")
+    assert "does not exist" not in line and "connect" in line.lower()

@@ -130,13 +130,19 @@ class Workers:
         executor: Executor | None = None,
         lost: tuple[type[BaseException], ...] = (),
     ) -> None:
-        from concurrent.futures.process import BrokenProcessPool
-
         self.jobs = default_jobs() if jobs is None else max(1, jobs)
-        self.lost: tuple[type[BaseException], ...] = (BrokenProcessPool, *lost)
-        """What a task raises when its worker died, not the task: it then runs again here."""
+        self._lost = lost
         self._given = executor
         self._pool: Any = None  # a ProcessPoolExecutor, once started
+
+    @property
+    def lost(self) -> tuple[type[BaseException], ...]:
+        """What a task raises when its worker died, not the task: it then runs again here.
+        (``concurrent.futures.process`` is imported only when asked: it brings in
+        ``multiprocessing``, 10-25 ms of a run that starts no process.)"""
+        from concurrent.futures.process import BrokenProcessPool
+
+        return (BrokenProcessPool, *self._lost)
 
     @property
     def given(self) -> bool:

@@ -264,12 +264,18 @@ def _scheme(url: str) -> str:
 
 @contextmanager
 def storage_errors(url: str, storage: StorageOptions) -> Iterator[None]:
-    """What a storage library raises, as the pipeline knows it: ``FileNotFoundError`` as is,
-    missing credentials as ``InputError``, anything else as ``OSError`` (which readers report
-    as an unreadable file), with every option value redacted from the message."""
+    """What a storage library raises, as the pipeline knows it: ``FileNotFoundError`` as is
+    (unless it stands for a connection that failed: ``OSError`` then), missing credentials as
+    ``InputError``, anything else as ``OSError`` (which readers report as an unreadable file),
+    with every option value redacted from the message."""
     try:
         yield
-    except (FileNotFoundError, InputError):
+    except FileNotFoundError as error:
+        cause = error.__cause__  # fsspec's http says "not found" for a server it cannot reach
+        if isinstance(cause, OSError) and not isinstance(cause, FileNotFoundError):
+            raise OSError(_redacted(str(cause) or type(cause).__name__, storage)) from None
+        raise
+    except InputError:
         raise
     except Exception as error:
         name = type(error).__name__
