@@ -45,7 +45,6 @@ from gradcheck.model import (
     Run,
     RunData,
     ScalarRecord,
-    SeriesKey,
 )
 from gradcheck.series.merge import merge
 from gradcheck.series.reduce import FINGERPRINT_WEIGHTS, BucketMatrices, Reducer, reduce_by_width
@@ -129,6 +128,36 @@ class _Columns:
         return _Columns(self.offsets.size * 2, self.data.size * 2)
 
 
+class _SeriesNumbers:
+    """The reducer's series numbers of scanned ``tag_id << 32 | index`` keys: a sorted table,
+    looked up for a batch at once (Python work per new series only, not per series and
+    batch)."""
+
+    def __init__(self) -> None:
+        self.keys = np.empty(0, np.int64)  # sorted
+        self.found = np.empty(0, np.int64)  # the number of each key
+
+    def numbers(self, keys: np.ndarray, new: Callable[[int], int]) -> np.ndarray:
+        """The numbers of ``keys``; ``new(row)`` numbers a key first seen at ``keys[row]``,
+        called in order of first appearance."""
+        at = np.searchsorted(self.keys, keys)
+        known = at < self.keys.size
+        known[known] = self.keys[at[known]] == keys[known]
+        if not known.all():
+            missing = np.flatnonzero(~known)
+            unseen, first = np.unique(keys[missing], return_index=True)
+            order = np.argsort(first)
+            numbers = np.empty(unseen.size, np.int64)
+            for i in order.tolist():
+                numbers[i] = new(int(missing[first[i]]))
+            keys_now = np.concatenate([self.keys, unseen])
+            sorted_keys = np.argsort(keys_now, kind="stable")
+            self.keys = keys_now[sorted_keys]
+            self.found = np.concatenate([self.found, numbers])[sorted_keys]
+            at = np.searchsorted(self.keys, keys)
+        return self.found[at]
+
+
 class _ScannerState:
     """The reader state (``reader._RunState``'s interface) backed by the scanner, so that the
     records the reference decoder reads are placed with the same state as the scanned ones."""
@@ -169,6 +198,7 @@ class _RangeReader:
         self.state.decoder.plugin_by_tag.update(self.assumed)
         self.reducer = Reducer()
         self.reducer.run = run
+        self.series = _SeriesNumbers()
         self.tally = FileTally()
         self.columns = _Columns()
         self.read = 0
@@ -307,32 +337,20 @@ class _RangeReader:
             entry.kept += int((members & inside).sum())
 
     def _histograms(self, at: np.ndarray, tags: list[str]) -> None:
-        """Reduce the batch's histograms ``at`` and append them to their series: rows taken
-        grouped by series (stream order within each), so each series gets one contiguous
-        slice of the results instead of a gather, and which series go back in steps inside
-        the batch is found for all of them at once."""
+        """Reduce the batch's histograms ``at`` and hand them to the reducer in stream order,
+        with their series' numbers (looked up for the whole batch at once)."""
         c = self.columns
+        self.reducer.flush()  # records pending before the batch: their series are older
         keys = c.tag_ids[at].astype(np.int64) << 32 | c.indexes[at].astype(np.int64)
-        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        at = at[np.argsort(inverse, kind="stable")]
-        lengths = np.bincount(inverse.ravel())  # rows of each series in the batch
-        stops = np.cumsum(lengths)
-        starts = stops - lengths
+        numbers = self.series.numbers(keys, lambda row: self._new_series(at[row], tags))
         rows, fingerprints = _reduced(c, at, c.sizes[at].astype(np.int64))
-        steps = c.steps[at]
-        back = np.zeros(steps.size, dtype=np.int64)  # steps not rising, counted up to each row
-        np.cumsum(steps[1:] <= steps[:-1], out=back[1:])
-        rising = (back[stops - 1] - back[starts] == 0).tolist()
-        heads = at[starts]
-        head_tags, head_indexes = c.tag_ids[heads].tolist(), c.indexes[heads].tolist()
-        head_histo = (c.kinds[heads] == _K_HISTO).tolist()
-        groups: list[tuple[SeriesKey, str, slice, bool]] = []
-        begin, end = starts.tolist(), stops.tolist()
-        for group in np.argsort(first, kind="stable").tolist():
-            key = (tags[head_tags[group]], head_indexes[group])
-            encoding = "histo" if head_histo[group] else "tensor"
-            groups.append((key, encoding, slice(begin[group], end[group]), rising[group]))
-        self.reducer.add_histogram_rows(groups, steps, c.walls[at], rows, fingerprints)
+        self.reducer.add_histogram_rows(numbers, c.steps[at], c.walls[at], rows, fingerprints)
+
+    def _new_series(self, row: int, tags: list[str]) -> int:
+        """The reducer's number of the new series whose first value is scanned row ``row``."""
+        c = self.columns
+        key = (tags[c.tag_ids[row]], int(c.indexes[row]))
+        return self.reducer.series_number(key, "histo" if c.kinds[row] == _K_HISTO else "tensor")
 
     def result(self, size: int | None) -> RangeResult:
         """What the range gave; ``size`` None when the file could not be opened."""

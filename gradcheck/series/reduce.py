@@ -46,6 +46,16 @@ BATCH_SIZE = 4096
 BATCH_BUCKETS = 1 << 19
 """Buckets held pending at most (about 12 MB of edges and counts)."""
 
+SETTLE_ROWS = 4096
+SETTLE_ROWS_PER_SERIES = 8
+"""Reduced rows are pooled (96 bytes each) and handed to their series once the pool holds
+``max(SETTLE_ROWS, SETTLE_ROWS_PER_SERIES * series)``: a series then gets several rows at a
+time however many series share a batch (issue 22: with one row per series and batch, the
+per-series work of every batch was paid per histogram)."""
+
+_PooledRows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""Series numbers, steps, wall times, statistics and fingerprints of reduced histograms."""
+
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 _B = TypeVar("_B")
@@ -247,6 +257,10 @@ class Reducer:
         self.damages: list[Damage] = []
         self.notices: list[Notice] = []
         self.histograms: dict[SeriesKey, _HistogramBuilder] = {}
+        self.numbers: dict[SeriesKey, int] = {}  # a series' number: its builder's position
+        self.builders: list[_HistogramBuilder] = []
+        self.pool: list[_PooledRows] = []  # reduced rows not yet handed to their series
+        self.pooled = 0
         self.scalars: dict[str, _ScalarBuilder] = {}
         self.pending: list[HistogramRecord] = []
         self.pending_buckets = 0
@@ -286,51 +300,87 @@ class Reducer:
         builder.append(step, value)
 
     def flush(self) -> None:
-        """Reduce the pending histograms and append their rows, in stream order."""
+        """Reduce the pending histogram records and pool their rows, in stream order."""
         if not self.pending:
             return
         records, self.pending, self.pending_buckets = self.pending, [], 0
         rows, fingerprints = reduce_histograms(records)
-        members: dict[SeriesKey, tuple[str, list[int]]] = {}
-        for i, record in enumerate(records):
-            key = (record.tag, record.index)
-            found = members.get(key)
-            if found is None:
-                members[key] = found = (record.encoding, [])
-            found[1].append(i)
+        numbers = np.fromiter(
+            (self.series_number((r.tag, r.index), r.encoding) for r in records),
+            dtype=np.int64,
+            count=len(records),
+        )
         steps = np.fromiter((r.step for r in records), dtype=np.int64, count=len(records))
         walls = np.fromiter((r.wall_time for r in records), dtype=np.float64, count=len(records))
-        groups = [(key, enc, np.array(at), None) for key, (enc, at) in members.items()]
         self.run = self.run or records[0].run
-        self.add_histogram_rows(groups, steps, walls, rows, fingerprints)
+        self._pool((numbers, steps, walls, rows, fingerprints))
+
+    def series_number(self, key: SeriesKey, encoding: str) -> int:
+        """The number of ``key``'s series (numbered in order of first appearance), its builder
+        made with ``encoding`` when the series is new."""
+        number = self.numbers.get(key)
+        if number is None:
+            number = self.numbers[key] = len(self.builders)
+            builder = self.histograms[key] = _HistogramBuilder(key, encoding)
+            self.builders.append(builder)
+        return number
 
     def add_histogram_rows(
         self,
-        groups: Sequence[tuple[SeriesKey, str, np.ndarray | slice, bool | None]],
+        numbers: np.ndarray,
         steps: np.ndarray,
         walls: np.ndarray,
         rows: np.ndarray,
         fingerprints: np.ndarray,
     ) -> None:
-        """Append reduced histograms to their series, after any pending records.
-
-        ``groups``: ``(key, encoding, at, rising)`` per series in order of first appearance;
-        ``at`` its positions in the other arrays, in stream order, or a slice of them (copied:
-        a view would keep the whole arrays alive as long as the series holds it); ``rising``
-        whether its steps rise there (None: not known, checked).
-        """
+        """Append reduced histograms to their series (``numbers``: from :meth:`series_number`),
+        in stream order, after any pending records. The arrays are kept: the caller must not
+        change them afterwards."""
         self.flush()
-        for key, encoding, at, rising in groups:
-            builder = self.histograms.get(key)
-            if builder is None:
-                builder = self.histograms[key] = _HistogramBuilder(key, encoding)
-            picked = (steps[at], walls[at], rows[at], fingerprints[at])
-            if isinstance(at, slice):
-                picked = tuple(column.copy() for column in picked)
-            builder.append(*picked, rising=rising)
+        self._pool((numbers, steps, walls, rows, fingerprints))
+
+    def _pool(self, rows: _PooledRows) -> None:
+        self.pool.append(rows)
+        self.pooled += int(rows[0].size)
+        if self.pooled >= max(SETTLE_ROWS, SETTLE_ROWS_PER_SERIES * len(self.builders)):
+            self.settle()
+
+    def settle(self) -> None:
+        """Hand the pooled rows to their series: grouped by series with one stable sort, so
+        the Python work is per series and settling, not per series and batch."""
+        if not self.pool:
+            return
+        pool, self.pool, self.pooled = self.pool, [], 0
+        columns = [np.concatenate(column) for column in zip(*pool, strict=True)]
+        del pool
+        numbers = columns.pop(0)
+        order = np.argsort(numbers, kind="stable")  # by series, stream order within each
+        counts = np.bincount(numbers, minlength=len(self.builders))
+        del numbers
+        steps, walls, rows, fingerprints = (column[order] for column in columns)
+        del columns
+        present = np.flatnonzero(counts)
+        stops = np.cumsum(counts)[present]
+        starts = stops - counts[present]
+        back = np.zeros(steps.size, dtype=np.int64)  # steps not rising, counted up to each row
+        np.cumsum(steps[1:] <= steps[:-1], out=back[1:])
+        rising = (back[stops - 1] - back[starts] == 0).tolist()
+        builders = self.builders
+        for number, start, stop, up in zip(
+            present.tolist(), starts.tolist(), stops.tolist(), rising, strict=True
+        ):
+            builders[number].append(
+                steps[start:stop].copy(),  # copies: a view would keep the whole pool alive
+                walls[start:stop].copy(),
+                rows[start:stop].copy(),
+                fingerprints[start:stop].copy(),
+                rising=up,
+            )
 
     def finish(self) -> RunData:
         self.flush()
+        self.settle()
+        self.builders = []
         histograms = build_all(self.histograms, _HistogramBuilder.build)
         files = tuple(self.files)
         return RunData(
