@@ -29,6 +29,7 @@ from gradcheck.events.framing import masked_crc32c
 from gradcheck.events.steps import StepWindow
 from gradcheck.events.wire import EVENT_SUMMARY, event_head
 from gradcheck.model import STAT_NAMES, HistogramRecord, RunData
+from gradcheck.series import reduce
 from gradcheck.series.reduce import FINGERPRINT_WEIGHTS, reduce_histograms
 from gradcheck.series.stats import histogram_stats_batch
 from tests import eventfiles as ef
@@ -219,6 +220,41 @@ def test_collisions_and_restarts_are_noticed_by_the_c_engine(tmp_path: Path) -> 
     ef.write_events(path, EDGE_CASES["restarts"])
     part = check_file(path)
     assert [(n.kind, n.step) for n in part.data.notices] == [("restart", 2), ("restart", 1)]
+
+
+def many_series_events(series: int, steps: list[int]) -> list[object]:
+    """``series`` histograms a step, after a record of a half-precision tensor histogram
+    (which the scanner leaves to the reference decoder: records pending between scanned
+    rows)."""
+    half = ef.tf2_buckets(np.linspace(-1.0, 1.0, 40))
+    events: list[object] = [ef.file_version()]
+    for number, step in enumerate(steps):
+        value = ef.tensor_histogram("half", half * (step + 1), first=number == 0,
+                                    dtype=types_pb2.DT_HALF)  # fmt: skip
+        values = [ef.histo_of(f"p{i}", np.arange(5.0) * (step + 1) + i) for i in range(series)]
+        events.append(ef.summary_event(step, [value]))
+        events.append(ef.summary_event(step, [*values, ef.simple_scalar("loss", float(step))]))
+    return events
+
+
+@pytest.mark.parametrize("rows_per_series", [1, 8, 10_000])
+def test_many_series_settled_across_batches_read_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows_per_series: int
+) -> None:
+    """More series than a batch holds rows, a restart in every series, rows pooled over
+    several batches (and settled every batch, or once at the end): the reference's series, in
+    its order, with its read counts."""
+    monkeypatch.setattr(reduce, "SETTLE_ROWS_PER_SERIES", rows_per_series)
+    path = tmp_path / "events.out.tfevents.1.host"
+    steps = [*range(6), *range(3, 10)]
+    ef.write_events(path, many_series_events(1500, steps))
+    reference, fast = both_engines(path)
+    assert_same(reference.data, fast.data)
+    assert list(fast.data.histograms)[:2] == [("half", 0), ("p0", 0)]
+    for key, series in fast.data.histograms.items():
+        assert series.steps.tolist() == list(range(10)), key
+        assert series.histograms_read == reference.data.histograms[key].histograms_read == 10
+    assert fast.values_read == len(steps) * 1502
 
 
 def test_odd_values_damage_and_writer_as_the_reference(tmp_path: Path) -> None:

@@ -3,7 +3,9 @@
 :func:`reduce_records` consumes the reader's stream once. Histograms are buffered in batches of
 :data:`BATCH_SIZE` and reduced with :func:`gradcheck.series.stats.histogram_stats_batch` (one numpy
 pass per batch instead of a dozen small numpy calls per histogram); bucket arrays are dropped
-when their batch is reduced. Per step a series keeps its step (int64), wall time (float64), a
+when their batch is reduced. The reduced rows of all series are pooled and handed to their
+series several at a time (:meth:`Reducer.settle`), so the Python work per series is paid per
+settling, not per batch. Per step a series keeps its step (int64), wall time (float64), a
 64-bit fingerprint of the histogram (equal fingerprints: bit-identical histograms) and the
 float32 statistics of :data:`gradcheck.model.STAT_NAMES`: 88 bytes a step, whatever the number
 of buckets. Finite values beyond float32's range are stored as +-float32 max, so only a
@@ -110,7 +112,8 @@ _SCALAR_COLUMNS = ((np.dtype(np.int64), ()), (np.dtype(np.float64), ()))
 
 _JOIN_BLOCKS = 32
 """Small blocks of a series joined into one once there are this many (a block holds one
-batch's rows of the series, ~32 for 128 TF2 series: four numpy arrays each)."""
+settling's rows of the series, at least ``SETTLE_ROWS_PER_SERIES`` on average: four numpy
+arrays each)."""
 
 
 def _joined_blocks(blocks: list[HistogramBlock]) -> HistogramBlock:
@@ -134,7 +137,7 @@ def build_all(builders: dict[_K, _B], build: Callable[[_B], _V]) -> dict[_K, _V]
 
 
 class _HistogramBuilder:
-    """A histogram series' rows as the blocks they came in (one batch's rows of the series
+    """A histogram series' rows as the blocks they came in (one settling's rows of the series
     each), joined once at the end: no per-append growth or copying. Past ``2 * MAX_ROWS``
     rows the blocks are joined and thinned to at most ``MAX_ROWS`` (see :func:`thinned`)."""
 

@@ -16,10 +16,10 @@ from gradcheck.model import COLUMN, HistogramSeries, Notice
 
 MAX_ROWS = 2048
 """Rows a histogram series keeps at most once built or merged, plus one (``2 * MAX_ROWS``
-while streaming, plus the batch being appended): 180 KB a series at 88 bytes a row, whatever
-the log's length (the one: see :func:`_fits`). Longer series keep the first and the worst
-row of each ``W``-step window (see :func:`_kept_rows`), and the run gets one ``thinned``
-notice."""
+while streaming, plus the rows being settled: ``reduce.SETTLE_ROWS``): 180 KB a series at
+88 bytes a row, whatever the log's length (the one: see :func:`_fits`). Longer series keep
+the first and the worst row of each ``W``-step window (see :func:`_kept_rows`), and the run
+gets one ``thinned`` notice."""
 
 
 HistogramBlock = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
