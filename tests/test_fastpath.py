@@ -60,6 +60,7 @@ def assert_same(reference: RunData, fast: RunData) -> None:
     for key, expected in reference.histograms.items():
         got = fast.histograms[key]
         assert got.encoding == expected.encoding, key
+        assert (got.window, got.histograms_read) == (expected.window, expected.histograms_read)
         assert np.array_equal(got.steps, expected.steps), key
         assert np.array_equal(got.wall_times, expected.wall_times, equal_nan=True), key
         # Statistics within a relative 1e-6 (the C kernel may sum buckets in another order

@@ -34,7 +34,7 @@ from gradcheck.events.steps import StepWindow
 from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, open_binary
 from gradcheck.model import Run
 
-HEAD_BYTES = 64
+IDENTITY_BYTES = 64
 """Bytes at the start of a file remembered to tell a replaced file from a grown one: the first
 record (the ``file_version`` event with its wall time, ~40 bytes) and the start of the next."""
 
@@ -275,8 +275,8 @@ def _replaced(state: _File, size: int, warnings: list[str]) -> bool:
 
 
 def _remember_head(state: _File) -> None:
-    if len(state.head) < HEAD_BYTES:
-        state.head = _head(state.path, min(state.end, HEAD_BYTES), state.storage) or b""
+    if len(state.head) < IDENTITY_BYTES:
+        state.head = _head(state.path, min(state.end, IDENTITY_BYTES), state.storage) or b""
 
 
 def _head(path: str, size: int, storage: StorageOptions) -> bytes | None:
