@@ -140,7 +140,9 @@ def _gradcheck_stages(path: str, judge: bool) -> dict[str, int]:
     with pipeline.Workers(1) as workers:  # as analyze --jobs 1: no process pool
         parts = pipeline.read_runs(runs, StepWindow(), None, workers)
         reports = (
-            pipeline.judge_runs(runs, parts, DEFAULT_CONFIG, DEFAULT_RULES, workers)
+            pipeline.judge_runs(
+                runs, parts, DEFAULT_CONFIG, DEFAULT_RULES, workers, charts=False
+            )  # as analyze --format json: no per-step chart series
             if judge
             else None
         )
