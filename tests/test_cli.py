@@ -437,6 +437,34 @@ def test_the_command_keeps_numpys_blas_to_one_thread_unless_told(
     assert int(done.stdout.splitlines()[-1]) == threads
 
 
+def test_the_command_collects_its_youngest_generation_less_often() -> None:
+    """A report of many runs allocates millions of containers, none cyclic: the command runs
+    with a larger youngest generation than CPython's 700 (a program importing the module
+    keeps its own setting)."""
+    code = (
+        "import gc, os, sys\n"
+        "default = gc.get_threshold()\n"
+        "import gradcheck.cli\n"
+        "assert gc.get_threshold() == default  # import: no change\n"
+        "real_exit = os._exit\n"
+        "def counted_exit(status):\n"
+        "    print(*gc.get_threshold(), *default, flush=True)\n"
+        "    real_exit(status)\n"
+        "os._exit = counted_exit\n"
+        "sys.argv = ['gradcheck', '--version']\n"
+        "gradcheck.cli.main()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    young, middle, old, default_young, default_middle, default_old = map(
+        int, done.stdout.split()[-6:]
+    )
+    assert young == cli.GC_YOUNG_LIMIT >= 100 * default_young
+    assert (middle, old) == (default_middle, default_old)
+
+
 def _gradcheck_process(*args: str, stdout: int | object = subprocess.PIPE) -> subprocess.Popen:  # type: ignore[type-arg]
     """``python -m gradcheck ARGS`` as a user runs it (the entry point that ends the process
     with ``os._exit`` once its streams are flushed)."""
