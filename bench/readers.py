@@ -127,7 +127,9 @@ def _gradcheck_stages(path: str, judge: bool) -> dict[str, int]:
     judge it), with the imports the CLI's JSON report needs (so that a stage's time less the
     ``imports`` reader's is that stage's); counts the values read."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as gradcheck's entry point does
-    import gradcheck.cli  # noqa: F401  # the imports of analyze --format json
+    import gradcheck.cli  # the imports of analyze --format json
+
+    gradcheck.cli.collect_less_often()  # as gradcheck's entry point does
     import gradcheck.report.json_format  # noqa: F401
     from gradcheck import pipeline
     from gradcheck.config import DEFAULT_CONFIG

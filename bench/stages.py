@@ -108,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", type=Path, help="write a cProfile of the analysis here")
     args = parser.parse_args(argv)
+    from gradcheck.cli import collect_less_often
+
+    collect_less_often()  # the collector as gradcheck's entry point sets it
     bare = None
     for name, function in stage_functions(args.directory):
         seconds = _best(function, args.repeats)

@@ -905,8 +905,19 @@ def _progress(env: Env, *, enabled: bool) -> Iterator[Callable[[int, int], None]
         yield update
 
 
-# Container allocations between two collections of the youngest generation (see main).
 GC_YOUNG_LIMIT = 100_000
+"""Container allocations between two collections of the youngest generation (CPython: 700)."""
+
+
+def collect_less_often() -> None:
+    """The cyclic collector's youngest generation collected every ``GC_YOUNG_LIMIT`` container
+    allocations, the older ones as they were (the entry point's setting, not the module's).
+
+    At CPython's 700, with every tenth of those collections walking the middle generation, the
+    collector took about half of a 1,000-run sweep's report: it builds millions of dicts,
+    lists and records, none of them cyclic. The few cycles gradcheck makes (tracebacks,
+    frames) are collected all the same, less often."""
+    gc.set_threshold(GC_YOUNG_LIMIT, *gc.get_threshold()[1:])
 
 
 def main() -> None:
@@ -922,12 +933,7 @@ def main() -> None:
     # never makes; a choice the user made in the environment stands. (Set here, not at import:
     # a program that imports this module keeps its environment.)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    # The cyclic collector's youngest generation is collected every 700 container allocations
-    # (CPython's default), and every tenth of those collections walks the middle generation:
-    # a report of 1,000 runs builds millions of dicts, lists and records, none of them cyclic,
-    # and on it the collector took about half of the report's time. A larger youngest
-    # generation collects the same cycles (there are few: tracebacks, frames) far less often.
-    gc.set_threshold(GC_YOUNG_LIMIT, *gc.get_threshold()[1:])
+    collect_less_often()
     try:
         cli.main(prog_name="gradcheck")
     except SystemExit as done:
