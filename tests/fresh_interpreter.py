@@ -22,14 +22,24 @@ def frameworks_imported_by(code: str) -> list[str]:
 
     The test fails, with the child's stderr, if ``code`` raises.
     """
-    script = (
-        f"{code}\n"
-        "import json, sys\n"
-        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {FRAMEWORKS!r})))\n"
-    )
+    return modules_imported_by(code, FRAMEWORKS)
+
+
+def modules_imported_by(code: str, roots: tuple[str, ...]) -> list[str]:
+    """The modules under any of the top-level packages ``roots`` in ``sys.modules`` after
+    ``code`` ran in a fresh interpreter (the test fails, with its stderr, if ``code`` raises;
+    ``code`` that ends the process itself must print the same line, see ``MODULES_LINE``)."""
+    script = f"{code}\n{MODULES_LINE.format(roots=roots)}\n"
     env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=False, env=env
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
+
+
+MODULES_LINE = (
+    "import json, sys; "
+    "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {roots!r})), flush=True)"
+)
+"""The line that prints the imported modules of ``roots`` (``.format(roots=...)``)."""

@@ -26,7 +26,7 @@ from gradcheck.report.interface import Env
 from gradcheck.status import ExitStatus
 from gradcheck.verdicts.gate import failing_layers, parse_fail_on
 from tests import eventfiles as ef
-from tests.fresh_interpreter import frameworks_imported_by
+from tests.fresh_interpreter import MODULES_LINE, frameworks_imported_by, modules_imported_by
 from tests.handmade import clean_report, sample_report
 from tests.synthetic_runs import BLOW_UP, NAN_FROM, PARAMETERS, STEPS
 
@@ -463,6 +463,26 @@ def test_the_command_collects_its_youngest_generation_less_often() -> None:
     )
     assert young == cli.GC_YOUNG_LIMIT >= 100 * default_young
     assert (middle, old) == (default_middle, default_old)
+
+
+def test_a_small_analysis_imports_no_process_pool() -> None:
+    """Logs read and judged in one process (all below ``SPLIT_SIZE``) start no pool: the
+    command does not import ``concurrent.futures`` (nor the ``logging`` it brings, ~3 ms of
+    start-up together)."""
+    roots = ("concurrent", "logging", "multiprocessing")
+    exit_line = MODULES_LINE.format(roots=roots)
+    code = (
+        "import os, sys\n"
+        "import gradcheck.cli\n"
+        "real_exit = os._exit\n"
+        "def listed_exit(status):\n"
+        f"    {exit_line}\n"
+        "    real_exit(0 if status == 1 else 3)  # the sample runs have findings on purpose\n"
+        "os._exit = listed_exit\n"
+        f"sys.argv = ['gradcheck', 'analyze', {str(REPO / 'sample_runs')!r}, '--format', 'json']\n"
+        "gradcheck.cli.main()\n"
+    )
+    assert modules_imported_by(code, roots) == []
 
 
 def _gradcheck_process(*args: str, stdout: int | object = subprocess.PIPE) -> subprocess.Popen:  # type: ignore[type-arg]

@@ -22,16 +22,18 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from gradcheck.engine import fastpath
 from gradcheck.engine.parts import FilePart, file_part, reduce_file, reduce_range
 from gradcheck.events.steps import StepWindow
 from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, is_url
+
+if TYPE_CHECKING:  # at run time only with a pool: concurrent.futures brings logging (~3 ms)
+    from concurrent.futures import Executor, Future
 
 SPLIT_SIZE = 64 << 20
 """Files at least this large may be read in byte ranges by several processes (when their
