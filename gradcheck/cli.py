@@ -14,7 +14,7 @@ import stat
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -396,8 +396,8 @@ def analyze(
     options = FormatOptions(top=top, show_all=show_all, fail_on=failing)
     stdout_options = replace(options, env=env) if output is None else options
     for report_format, path in reports:  # files first: one not writable leaves stdout empty
-        _emit(_format_report(report, report_format, options), path)
-    _emit(_format_report(report, format_name, stdout_options), output)
+        _emit(_report_chunks(report, report_format, options), path)
+    _emit(_report_chunks(report, format_name, stdout_options), output)
     written = [(format_name, output)] if output is not None else []
     _note_warnings(report, [format_name, *(name for name, _ in reports)], written + reports)
     if written or reports:
@@ -778,46 +778,58 @@ def _format_report(report: Report, format_name: str, options: FormatOptions) -> 
     return formatter_for(format_name, options).format(report)
 
 
-def _emit(text: str, output: str | None) -> None:
-    """The document to stdout, or to ``output`` (an unwritable file or stdout: status 2).
+def _report_chunks(report: Report, format_name: str, options: FormatOptions) -> Iterator[str]:
+    """The report's document in the parts its formatter makes (``Formatter.chunks``)."""
+    from gradcheck.report import formatter_for
+
+    return formatter_for(format_name, options).chunks(report)
+
+
+def _emit(text: str | Iterable[str], output: str | None) -> None:
+    """The document (whole, or in parts as they are made) to stdout, or to ``output`` (an
+    unwritable file or stdout: status 2).
 
     Written as the formatter made it: colour codes only when ``Env.color`` asked for them,
     and click must not strip escape sequences from the data of a CSV cell (the human formats
     have shown them escaped already)."""
+    parts = (text,) if isinstance(text, str) else text
     if output is None:
         try:
-            click.echo(text, nl=False, color=True)
+            for part in parts:
+                click.echo(part, nl=False, color=True)
         except BrokenPipeError:  # the reader went away (`| head`): the rest is not wanted
             pass
         except OSError as error:  # e.g. a full disk: not a bug, and not a traceback
             raise InputError(f"cannot write the report: {error.strerror or error}") from None
         return
     try:
-        write_whole(output, text)
+        write_whole(output, parts)
     except OSError as error:
         raise InputError(f"cannot write {output}: {error.strerror or error}") from None
 
 
-def write_whole(path: str, text: str) -> None:
-    """``text`` into ``path`` whole or not at all: written to a temporary file in the same
-    folder, flushed to disk, then renamed over ``path`` (atomic), so that a full disk or an
-    interruption leaves the file as it was, never truncated. A device or a FIFO (``-o
-    /dev/stdout``) is written directly: it has no file to leave half-written."""
+def write_whole(path: str, text: str | Iterable[str]) -> None:
+    """``text`` (whole, or its parts one after the other) into ``path`` whole or not at all:
+    written to a temporary file in the same folder, flushed to disk, then renamed over
+    ``path`` (atomic), so that a full disk, an interruption or a part that could not be made
+    leaves the file as it was, never truncated. A device or a FIFO (``-o /dev/stdout``) is
+    written directly: it has no file to leave half-written."""
     target = os.path.realpath(path)  # through a symlink: replace what it points at
     try:
         mode = os.stat(target).st_mode
     except FileNotFoundError:
         mode = None
+    parts = (text,) if isinstance(text, str) else text
     if mode is not None and not stat.S_ISREG(mode):
         with open(target, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
+            stream.writelines(parts)
         return
     folder, name = os.path.split(target)
     temporary = os.path.join(folder, f".{name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with open(descriptor, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
+            stream.writelines(parts)
             stream.flush()
             os.fsync(descriptor)  # a delayed write error (full disk) shows here, not later
         os.chmod(temporary, stat.S_IMODE(mode) if mode is not None else _new_file_mode())

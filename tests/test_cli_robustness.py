@@ -14,11 +14,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from gradcheck import cli
 from gradcheck.events.reader import unreadable
 from gradcheck.inspect import FileSummary, InspectReport, RunSummary
 from gradcheck.report.inspect_view import inspect_table
@@ -134,6 +136,24 @@ def test_a_report_that_cannot_be_written_whole_leaves_the_old_file_alone(tmp_pat
     ]
     assert report.read_text(encoding="utf-8") == "the previous report\n"  # not truncated
     assert os.listdir(tmp_path) == ["report.json"]  # no temporary file left
+
+
+def test_a_report_whose_part_cannot_be_made_leaves_the_old_file_alone(tmp_path: Path) -> None:
+    """A report written as it is made (``Formatter.chunks``): a part that fails after others
+    were written leaves the previous file, and no temporary one."""
+    report = tmp_path / "report.json"
+    report.write_text("the previous report\n", encoding="utf-8")
+
+    def parts() -> Iterator[str]:
+        yield '{\n  "runs": ['
+        raise RuntimeError("a run's document could not be made")
+
+    with pytest.raises(RuntimeError):
+        cli.write_whole(str(report), parts())
+    assert report.read_text(encoding="utf-8") == "the previous report\n"
+    assert os.listdir(tmp_path) == ["report.json"]
+    cli.write_whole(str(report), iter(["{", "}\n"]))
+    assert report.read_text(encoding="utf-8") == "{}\n"
 
 
 def test_a_report_is_written_whole_with_the_usual_permissions(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import pytest
 from gradcheck import cli
 from gradcheck.report import FORMATS, Env, FormatOptions, formatter_for
 from gradcheck.report.csv import CsvFormatter
-from gradcheck.report.json_format import SCHEMA_VERSION, JsonFormatter
+from gradcheck.report.json_format import SCHEMA_VERSION, JsonFormatter, report_document
 from gradcheck.report.markdown import MarkdownFormatter
 from gradcheck.report.numbers import format_number, format_ratio, format_steps
 from gradcheck.report.sparkline import BLOCKS, resample, sparkline
@@ -185,6 +185,19 @@ def test_json_follows_the_schema() -> None:
     assert troubled["judgeable"] is True and troubled["gradients"] == "per_parameter"
     assert troubled["holds"] is None and troubled["notes"] == []
     assert first["onsets"] == {} and first["notes"] == []
+
+
+@pytest.mark.parametrize("runs", [0, 1, 3])
+def test_json_is_made_a_run_at_a_time_as_the_standard_library_writes_it_whole(runs: int) -> None:
+    """``chunks``: the head, then one part per run (a sweep's document is never held whole);
+    joined, the text of the whole document as ``json.dumps(indent=2)`` writes it."""
+    base = sample_report()
+    report = replace(base, runs=(base.runs * 3)[:runs])
+    parts = list(JsonFormatter().chunks(report))
+    whole = json.dumps(report_document(report), indent=2, ensure_ascii=False, allow_nan=False)
+    assert "".join(parts) == whole + "\n" == JsonFormatter().format(report)
+    assert len(parts) == (1 if runs == 0 else runs + 2)
+    assert len(strict_json("".join(parts))["runs"]) == runs
 
 
 def test_json_sorts_layers_by_severity_even_if_the_report_does_not() -> None:

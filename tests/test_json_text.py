@@ -48,6 +48,14 @@ def test_same_text_as_the_standard_library(document: Any) -> None:
     assert dumps(document) == reference(document)
 
 
+@given(documents)
+def test_a_value_at_a_depth_as_the_standard_library_nests_it(document: Any) -> None:
+    """``dumps(value, depth=2)`` is the value's text where the standard library writes it two
+    containers deep (how the JSON report writes its runs one at a time)."""
+    nested = reference([[document]])
+    assert nested == "[\n  [\n    " + dumps(document, depth=2) + "\n  ]\n]"
+
+
 class Number(float):
     """A float subclass (as numpy's float64 is): written with float's repr."""
 

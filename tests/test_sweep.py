@@ -47,6 +47,17 @@ def sweep_report() -> Report:
     return analyze([str(SWEEP)], jobs=1)
 
 
+def test_the_json_report_of_a_sweep_is_made_a_run_at_a_time(sweep_report: Report) -> None:
+    """The sweep view first, then each run's part: joined, the whole document's text."""
+    from gradcheck.report.json_format import report_document
+
+    parts = list(report.formatter_for("json").chunks(sweep_report))
+    assert sweep_report.sweep is not None and len(parts) == len(sweep_report.runs) + 2
+    whole = json.dumps(report_document(sweep_report), indent=2, ensure_ascii=False)
+    assert "".join(parts) == whole + "\n"
+    assert [run["run"] for run in json.loads(whole)["runs"]] == [r.run for r in sweep_report.runs]
+
+
 def session_start(values: dict[str, object]) -> list[object]:
     """The HParams plugin's ``session_start_info`` values as tensorboardX writes them (what
     ``SummaryWriter.add_hparams`` logs), as tensorboard protobufs for ``tests.eventfiles``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -90,6 +90,12 @@ class Formatter(ABC):
     @abstractmethod
     def format(self, report: Report) -> str:
         """The whole document, ending with a newline."""
+
+    def chunks(self, report: Report) -> Iterator[str]:
+        """The document in parts, made as they are written (their concatenation is
+        :meth:`format`'s text): a format whose document grows with the runs makes one run's
+        part at a time, so that a sweep's whole document is never held at once."""
+        yield self.format(report)
 
 
 class ComparisonFormatter(ABC):

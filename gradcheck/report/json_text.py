@@ -24,14 +24,16 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})  # exactly these types, 
 _INDENT = 2
 
 
-def dumps(document: Any) -> str:
-    """``document`` as ``json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)``.
+def dumps(document: Any, depth: int = 0) -> str:
+    """``document`` as ``json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)``;
+    with ``depth``, as it writes a value nested that deep in another (its first line not
+    indented, every further line by ``2 * depth`` more spaces), for a document written in parts.
 
     Raises as it does: ``ValueError`` on NaN or infinity, ``TypeError`` on a value JSON has no
     type for (circular references, which it reports as ``ValueError``, recurse until
     ``RecursionError`` here: reports are trees).
     """
-    return _text(document, 0)
+    return _text(document, depth)
 
 
 def _text(value: Any, depth: int) -> str:
