@@ -324,6 +324,36 @@ def test_parameters_left_out_of_the_optimizer_are_static_beside_moving_siblings(
     assert "its gradient is not zero" in layers["fc1.bias"].evidence
 
 
+def test_an_unmoved_bias_is_by_design_beside_a_healthy_kernel_and_vanishing_beside_a_faint_one(
+    tmp_path: Path,
+) -> None:
+    """Two biases that do not move, with about zero gradient, while their layers' kernels do:
+    beside a kernel with a healthy gradient, a bias before a normalisation (none by design);
+    beside a kernel whose gradient vanished too (a deep sigmoid stack), no normalisation need
+    be there, and the note says it is the gradient that is missing."""
+    rng = np.random.default_rng(7)
+    kernel_grads = {"fc0.weight": 1e-6, "fc1.weight": 0.05, "fc2.weight": 0.1}
+    biases = {name: rng.normal(0, 0.1, 32) for name in ("fc0.bias", "fc1.bias")}
+    kernels = {name: rng.normal(0, 0.1, 256) for name in kernel_grads}
+
+    def tensors(step: int) -> dict[str, np.ndarray]:
+        out = {name: v + 1e-2 * step * rng.normal(0, 0.1, v.size) for name, v in kernels.items()}
+        out.update(biases)
+        for name, scale in kernel_grads.items():
+            out[f"{name}/grad"] = rng.normal(0, scale, 256)
+        for name in biases:
+            out[f"{name}/grad"] = rng.normal(0, 1e-10, 32)
+        return out
+
+    layers = by_name(analyze(write_histograms(tmp_path / "run", range(12), tensors)))
+    (faint,) = [note for note in layers["fc0.bias"].notes if note.startswith("not static")]
+    assert layers["fc0.bias"].verdict == "vanishing"
+    assert "as is its layer's: a vanishing gradient" in faint and "normalisation" not in faint
+    (design,) = [note for note in layers["fc1.bias"].notes if note.startswith("not static")]
+    assert "a bias before a normalisation gets none by design" in design
+    assert layers["fc1.bias"].verdict == "ok"
+
+
 def test_a_run_whose_optimizer_never_steps_is_static_throughout(tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     weights = {f"fc{i}.weight": rng.normal(0, 0.1, 128) for i in range(3)}

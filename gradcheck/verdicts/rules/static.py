@@ -16,6 +16,7 @@ from gradcheck.verdicts.rules.base import (
     gradient_is_clear,
     severity,
 )
+from gradcheck.verdicts.rules.vanishing import healthy_sibling
 from gradcheck.verdicts.signals import ZERO_INITIALISED, Parameter
 
 
@@ -36,12 +37,7 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | Excuse |
         return Excuse(
             "static",
             f"its weights did not move, but {sibling} of its layer did and "
-            + (
-                "no gradient was logged for it"
-                if parameter.gradient is None
-                else "its own gradient is about zero"
-            )
-            + ": a bias before a normalisation gets none by design",
+            + _why_unmoved(parameter, context),
         )
     others_moved = _others_moved(parameter, context)
     if others_moved < context.config.others_moving and not driven:
@@ -74,6 +70,21 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | Excuse |
         if rounded
         else hints.static_hint(kind, _gradient_logging(parameter, context)),
         {"weight_movement": moved},
+    )
+
+
+def _why_unmoved(parameter: Parameter, context: RunContext) -> str:
+    """Why a parameter whose layer's weights move did not: a bias before a normalisation gets
+    no gradient by design, where its layer's weights get a healthy one; where theirs is small
+    too, the gradient vanished on its way back (the vanishing rule's verdict), and no
+    normalisation need be there."""
+    if parameter.gradient is None:
+        return "no gradient was logged for it: a bias before a normalisation gets none by design"
+    if healthy_sibling(parameter, context) is not None:
+        return "its own gradient is about zero: a bias before a normalisation gets none by design"
+    return (
+        "its own gradient is about zero, as is its layer's: a vanishing gradient, not an "
+        "update that never comes"
     )
 
 

@@ -37,7 +37,7 @@ def find_vanishing(parameter: Parameter, context: RunContext) -> Finding | Excus
     candidates = [f for f in found if isinstance(f, Finding)]
     if not candidates:
         return next(iter(found), None)
-    sibling = _healthy_sibling(parameter, context)
+    sibling = healthy_sibling(parameter, context)
     if sibling is not None:
         return Excuse(
             "vanishing",
@@ -47,7 +47,7 @@ def find_vanishing(parameter: Parameter, context: RunContext) -> Finding | Excus
     return max(candidates, key=lambda f: f.severity)
 
 
-def _healthy_sibling(parameter: Parameter, context: RunContext) -> str | None:
+def healthy_sibling(parameter: Parameter, context: RunContext) -> str | None:
     """A weight of this bias's layer with a healthy gradient: a bias feeding a BatchNorm gets
     ~zero gradient by design (the normalisation removes it), which is not vanishing."""
     config = context.config
