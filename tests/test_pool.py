@@ -225,3 +225,20 @@ def test_after_a_worker_died_the_next_work_gets_a_new_pool() -> None:
         pids = pool.map_shared(_pid, [0, 1, 2, 3], [1.0] * 4, 0.0, workers)
         assert workers._pool is not broken
     assert os.getpid() not in pids  # the workers of the new pool did the work
+
+
+def test_forked_workers_leave_what_they_share_with_this_process_to_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The objects of this process at the fork are frozen in its workers (their collections
+    never write to the pages they share with it: copy-on-write), not here once they forked."""
+    import gc
+    import multiprocessing
+
+    monkeypatch.setattr(pool, "_context", lambda: multiprocessing.get_context("fork"))
+    assert gc.get_freeze_count() == 0
+    with pool.Workers(2) as workers:
+        frozen_there = workers.submit(gc.get_freeze_count).result()
+        assert gc.get_freeze_count() == 0
+        later = workers.submit(gc.get_freeze_count).result()  # no second fork, no freeze
+    assert frozen_there > 1000 and later == frozen_there
