@@ -200,6 +200,19 @@ def test_json_is_made_a_run_at_a_time_as_the_standard_library_writes_it_whole(ru
     assert len(strict_json("".join(parts))["runs"]) == runs
 
 
+@pytest.mark.parametrize("runs", [0, 1, 3])
+def test_csv_is_made_a_run_at_a_time(runs: int) -> None:
+    """``chunks``: the header row, then each run's rows; joined, ``format``'s table."""
+    base = sample_report()
+    report = replace(base, runs=(base.runs * 3)[:runs])
+    header, *parts = CsvFormatter().chunks(report)
+    assert header + "".join(parts) == CsvFormatter().format(report)
+    assert len(list(csv.reader(io.StringIO(header)))) == 1 and len(parts) == runs
+    for part, run in zip(parts, report.runs, strict=True):
+        rows = list(csv.reader(io.StringIO(part)))
+        assert len(rows) == len(run.layers) and {row[0] for row in rows} == {run.run}
+
+
 def test_json_sorts_layers_by_severity_even_if_the_report_does_not() -> None:
     run = troubled_run()
     shuffled = replace(run, layers=tuple(reversed(run.layers)))
