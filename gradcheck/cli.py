@@ -773,9 +773,7 @@ def _env(ctx: click.Context) -> Env:
 
 
 def _format_report(report: Report, format_name: str, options: FormatOptions) -> str:
-    from gradcheck.report import formatter_for
-
-    return formatter_for(format_name, options).format(report)
+    return "".join(_report_chunks(report, format_name, options))
 
 
 def _report_chunks(report: Report, format_name: str, options: FormatOptions) -> Iterator[str]:
@@ -808,8 +806,8 @@ def _emit(text: str | Iterable[str], output: str | None) -> None:
         raise InputError(f"cannot write {output}: {error.strerror or error}") from None
 
 
-def write_whole(path: str, text: str | Iterable[str]) -> None:
-    """``text`` (whole, or its parts one after the other) into ``path`` whole or not at all:
+def write_whole(path: str, parts: Iterable[str]) -> None:
+    """The document's ``parts``, one after the other, into ``path`` whole or not at all:
     written to a temporary file in the same folder, flushed to disk, then renamed over
     ``path`` (atomic), so that a full disk, an interruption or a part that could not be made
     leaves the file as it was, never truncated. A device or a FIFO (``-o /dev/stdout``) is
@@ -819,7 +817,6 @@ def write_whole(path: str, text: str | Iterable[str]) -> None:
         mode = os.stat(target).st_mode
     except FileNotFoundError:
         mode = None
-    parts = (text,) if isinstance(text, str) else text
     if mode is not None and not stat.S_ISREG(mode):
         with open(target, "w", encoding="utf-8", newline="") as stream:
             stream.writelines(parts)

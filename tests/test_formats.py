@@ -195,18 +195,18 @@ def test_json_is_made_a_run_at_a_time_as_the_standard_library_writes_it_whole(ru
     report = replace(base, runs=(base.runs * 3)[:runs])
     parts = list(JsonFormatter().chunks(report))
     whole = json.dumps(report_document(report), indent=2, ensure_ascii=False, allow_nan=False)
-    assert "".join(parts) == whole + "\n" == JsonFormatter().format(report)
+    assert "".join(parts) == whole + "\n"
     assert len(parts) == (1 if runs == 0 else runs + 2)
     assert len(strict_json("".join(parts))["runs"]) == runs
 
 
 @pytest.mark.parametrize("runs", [0, 1, 3])
 def test_csv_is_made_a_run_at_a_time(runs: int) -> None:
-    """``chunks``: the header row, then each run's rows; joined, ``format``'s table."""
+    """``chunks``: the header row, then each run's rows (the bytes: ``test_golden``)."""
     base = sample_report()
     report = replace(base, runs=(base.runs * 3)[:runs])
     header, *parts = CsvFormatter().chunks(report)
-    assert header + "".join(parts) == CsvFormatter().format(report)
+    assert next(csv.reader(io.StringIO(header)))[:2] == ["run", "name"]
     assert len(list(csv.reader(io.StringIO(header)))) == 1 and len(parts) == runs
     for part, run in zip(parts, report.runs, strict=True):
         rows = list(csv.reader(io.StringIO(part)))

@@ -47,8 +47,7 @@ def report_document(report: Report) -> dict[str, Any]:
 
 
 def head_document(report: Report) -> dict[str, Any]:
-    """The report's document but for its runs (the schema of the README, whose last key
-    ``runs`` is)."""
+    """The report's document without ``runs``, its last key (the schema of the README)."""
     document: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "gradcheck": report.version,
