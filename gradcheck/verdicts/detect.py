@@ -67,6 +67,7 @@ from gradcheck.verdicts.rules import (
     rms_early_and_late,
 )
 from gradcheck.verdicts.rules.slow import run_updates, sgd_ratio
+from gradcheck.verdicts.rules.static import reference_movements
 from gradcheck.verdicts.signals import (
     Movement,
     Parameter,
@@ -120,7 +121,11 @@ def analyze_run(
         found = _without_slow(findings[parameter.name] + found, excused)
         findings[parameter.name] = found
         notes[parameter.name] += excused
-    context = dataclasses.replace(context, movements=healthy_context.movements)
+    context = dataclasses.replace(
+        context,
+        movements=healthy_context.movements,
+        reference_movements=healthy_context.reference_movements,
+    )
     layers = [
         _layer_result(p, findings[p.name], notes[p.name], context, charts) for p in parameters
     ]
@@ -348,6 +353,7 @@ def run_context(
         loss_nan_step=_first_nonfinite_step(loss),
         last_step=data.steps[1] if data.steps else None,
         movements=movements,
+        reference_movements=reference_movements(movements),
         levels=levels,
         layer_levels=_layer_levels(finite_levels),
         clip_ceiling=ceilings[0] if ceilings else None,

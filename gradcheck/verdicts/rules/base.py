@@ -71,6 +71,9 @@ class RunContext:
     levels: Mapping[str, float]  # median gradient RMS per parameter (NaN without a gradient)
     layer_levels: Mapping[str, float]  # the largest level among each layer's parameters
     clip_ceiling: float | None  # the global norm is pinned here: clipping holds it
+    reference_movements: tuple[tuple[str, float], ...] = ()
+    """The two largest movements of the run's learned weights with their names, largest first
+    (:func:`.static.reference_movements`): what a weight that did not move is compared with."""
     moving_stats_moved: Mapping[str, bool] = field(default_factory=dict)
     """BatchNorm layer -> whether its moving statistics moved (layers that logged them)."""
     gradients_logged: int = 0

@@ -5,6 +5,7 @@ holds the global norm."""
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -236,17 +237,37 @@ def _others_level(parameter: Parameter, context: RunContext, rise: Rise) -> tupl
     own = parameter.gradient
     assert own is not None
     early = context.largest_early_level
-    levels = []
-    for name, other in context.gradients.items():
-        if name == parameter.name or other.per_element != own.per_element:
-            continue
-        during = (other.steps >= rise.first_above_step) & (other.steps <= rise.last_above_step)
-        values = other.rms[during]
-        if np.isfinite(values).any():
-            levels.append(nanmedian(values))
-    if levels and max(levels) < early:
-        return max(levels), "the largest other gradient during the rise"
+    window = (rise.first_above_step, rise.last_above_step, own.per_element)
+    others = [
+        level for level, name in _largest_levels_during(context, window) if name != parameter.name
+    ]
+    if others and others[0] < early:
+        return others[0], "the largest other gradient during the rise"
     return early, "the run's largest early gradient"
+
+
+def _largest_levels_during(
+    context: RunContext, window: tuple[int, int, bool]
+) -> tuple[tuple[float, str], ...]:
+    """The two largest gradient levels (median RMS over the steps ``window`` spans) among the
+    gradients of its kind (per element or not), with their names: found once per window and
+    run (the rises of one blow-up share theirs), not once per rising parameter, which made a
+    blow-up of every parameter quadratic in their number. Kept on the frozen context, as
+    ``functools.cached_property`` keeps a value."""
+    memo: dict[tuple[int, int, bool], tuple[tuple[float, str], ...]]
+    memo = context.__dict__.setdefault("_largest_levels_during", {})
+    found = memo.get(window)
+    if found is None:
+        first, last, per_element = window
+        levels = []
+        for name, other in context.gradients.items():
+            if other.per_element != per_element:
+                continue
+            values = other.rms[(other.steps >= first) & (other.steps <= last)]
+            if np.isfinite(values).any():
+                levels.append((nanmedian(values), name))
+        found = memo[window] = tuple(heapq.nlargest(2, levels, key=lambda item: item[0]))
+    return found
 
 
 def align_layer_onsets(findings: Mapping[str, list[Finding]]) -> dict[str, list[Finding]]:

@@ -3,6 +3,9 @@ weights do; BatchNorm parameters get a note on their moving statistics."""
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Mapping
+
 import numpy as np
 
 from gradcheck.verdicts import hints
@@ -17,7 +20,7 @@ from gradcheck.verdicts.rules.base import (
     severity,
 )
 from gradcheck.verdicts.rules.vanishing import healthy_sibling
-from gradcheck.verdicts.signals import ZERO_INITIALISED, Parameter
+from gradcheck.verdicts.signals import ZERO_INITIALISED, Movement, Parameter
 
 
 def find_static(parameter: Parameter, context: RunContext) -> Finding | Excuse | None:
@@ -101,19 +104,25 @@ def _moving_sibling(parameter: Parameter, context: RunContext) -> str | None:
 
 
 def _others_moved(parameter: Parameter, context: RunContext) -> float:
-    """How far the run's other learned weights moved: BatchNorm moving statistics (they follow
-    the activations, not the optimizer) and zero-initialised tensors (their movement has no
-    scale of their own) are no reference."""
-    return max(
-        (
-            m.largest
-            for name, m in context.movements.items()
-            if name != parameter.name
-            and hints.parameter_kind(name) != "bn_moving"
-            and m.scale_source != ZERO_INITIALISED
-        ),
-        default=0.0,
-    )
+    """How far the run's other learned weights moved (see :func:`reference_movements`)."""
+    for name, moved in context.reference_movements:
+        if name != parameter.name:
+            return moved
+    return 0.0
+
+
+def reference_movements(movements: Mapping[str, Movement]) -> tuple[tuple[str, float], ...]:
+    """The two largest movements of the run's learned weights, largest first, with their names:
+    the largest other than any one parameter's is among them (found once a run, not once a
+    parameter: a scan per parameter made 20,000 parameters quadratic). BatchNorm moving
+    statistics (they follow the activations, not the optimizer) and zero-initialised tensors
+    (their movement has no scale of their own) are no reference."""
+    found = [
+        (name, m.largest)
+        for name, m in movements.items()
+        if hints.parameter_kind(name) != "bn_moving" and m.scale_source != ZERO_INITIALISED
+    ]
+    return tuple(heapq.nlargest(2, found, key=lambda item: item[1]))
 
 
 FLOAT32_RESOLUTION = float(np.finfo(np.float32).eps)
