@@ -207,3 +207,19 @@ def test_a_frozen_batchnorm_without_gradients_says_frozen_and_its_statistics_do_
     assert gamma.verdict == moving.verdict == "static"
     assert gamma.hint == hints.STATIC_BN_AFFINE + hints.STATIC_NO_GRADIENT_HERE
     assert moving.hint == hints.STATIC_BN_MOVING and "gradient" not in moving.evidence
+
+
+def test_zero_gradients_logged_do_not_excuse_a_run_that_trained() -> None:
+    """Whatever the gradient coverage: gradients logged, but zero (a loss cut off from the
+    model), weights bit-identical, the training loss logged at every step."""
+    series = {"fc.weight": frozen(), "fc.weight/grad": constant(0.0, size=256)}
+    trained = analyze(series, scalars={"train/loss": lambda step: 0.7})
+    (layer,) = trained.layers
+    assert layer.flags == ("vanishing", "static"), layer.notes  # its gradient is zero too
+    assert "not an evaluation log: the training loss (train/loss) is logged at 40 steps" in (
+        layer.evidence
+    )
+    assert "its gradient is zero" in layer.evidence
+    (excused,) = analyze(series).layers
+    assert excused.flags == ("vanishing",)
+    assert any("an evaluation log?" in note for note in excused.notes)

@@ -171,6 +171,12 @@ STATIC_PLAIN = (
     "Weights never updated: a frozen layer (trainable=False, requires_grad=False), a parameter "
     "missing from the optimizer, or no gradient reaching it. Frozen on purpose?"
 )
+STATIC_NEVER_TRAINED = (
+    "No weight of the run moved while it trained: the optimizer step is never taken "
+    "(optimizer.step(), apply_gradients or minimize missing from the loop), the learning rate "
+    "is 0, or the optimizer was given other variables than the model's (a copy of the model, "
+    "a parameter list built before the layers)."
+)
 STATIC_FLOAT32 = (
     "Updates too small to move the weights: the learning rate ({rate}) times the gradient is "
     "below float32 resolution of these weights (every step rounds away) or a tiny fraction of "
