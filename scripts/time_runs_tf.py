@@ -70,7 +70,8 @@ def write_run(log_dir: Path, name: str) -> Path:
             if name != "evaluation":
                 gradients = tape.gradient(loss, model.trainable_variables)
                 if name == "trained":
-                    optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+                    pairs = zip(gradients, model.trainable_variables, strict=True)
+                    optimizer.apply_gradients(pairs)
             if name in ("never_trained_loss", "trained"):
                 tf.summary.scalar("loss", loss, step=step)
             elif name == "never_trained_lr":

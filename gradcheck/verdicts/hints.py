@@ -69,6 +69,12 @@ NAN_AFTER_RISE = (
     "warm-up, and "
     "check that inputs and targets are normalised."
 )
+NAN_AFTER_LOSS_RISE = (
+    "The training loss blew up before the NaN (by orders of magnitude): lower the learning rate, "
+    "clip the global gradient norm (torch.nn.utils.clip_grad_norm_, tf.clip_by_global_norm, "
+    "Keras global_clipnorm), add warm-up, and check that inputs and targets are normalised; "
+    "log gradients more often to see where they rose."
+)
 NAN_PLAIN = (
     "Look for log(0), division by zero or sqrt of a negative in the loss or a custom layer, "
     "inputs that already hold NaN, and fp16 overflow (use loss scaling or bf16); find the first "

@@ -97,6 +97,9 @@ class RunContext:
     steps_are_epochs: bool = False
     """The weights are logged at the steps of an ``epoch_*`` scalar (Keras' TensorBoard
     callback): a step is an epoch of many updates, not one update."""
+    blow_up_step: int | None = None
+    """The run's earliest exploding onset or NaN step, when the rules judge the healthy steps
+    before it (vanishing and static; None for the blow-up rules, and for a run without one)."""
     open_end: bool = False
     """The log is still being written (``gradcheck watch``): where a series ends now is not
     where the training stopped, so the rules that read a log's end as the training's end

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,15 +74,23 @@ def find_rise(
     blow-up killed the units), counts as sustained. Zero is not non-finite: it only leaves
     the log-scale arithmetic (baseline, ratios) because it has no logarithm.
     """
+    return next(rises(values, steps, bad_steps, config), None)
+
+
+def rises(
+    values: np.ndarray, steps: np.ndarray, bad_steps: np.ndarray, config: Config
+) -> Iterator[Rise]:
+    """Every sustained rise (or spike) above ``explode_factor`` x the early baseline, in step
+    order (see :func:`find_rise`)."""
     positive = np.where(values > 0, values, np.nan)
     finite = np.isfinite(positive).nonzero()[0]  # np.flatnonzero of a 1-d array, no dispatch
     if finite.size < 3:
-        return None
+        return
     baseline = median(positive[finite[: baseline_size(finite.size, config)]])
     ratio = positive / baseline
     above = nan_to_num(ratio, nan=0.0) >= config.explode_factor
     if not above.any():  # the usual case: no episode at all
-        return None
+        return
     for start, end in _episodes(above):
         departure = _departure(ratio, start)
         if departure == 0 and not ratio[0] <= NEAR_BASELINE:
@@ -93,7 +101,7 @@ def find_rise(
         sustained |= end - 1 == int(finite[-1]) and end - start >= 2
         spike = float(np.nanmax(ratio[start:end])) >= config.explode_spike_factor
         if sustained or spike:
-            return Rise(
+            yield Rise(
                 baseline=baseline,
                 peak_ratio=float(np.nanmax(ratio[start:])),
                 onset_step=int(steps[_climb_start(positive, departure)]),
@@ -104,7 +112,6 @@ def find_rise(
                 into_nonfinite=into_nonfinite,
                 into_zero=into_zero,
             )
-    return None
 
 
 def _episodes(mask: np.ndarray) -> list[tuple[int, int]]:
