@@ -49,13 +49,13 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check gradcheck tests bench scripts
-	$(BIN)/ruff format --check gradcheck tests bench scripts
+	$(BIN)/ruff check gradcheck tests bench scripts .github docs
+	$(BIN)/ruff format --check gradcheck tests bench scripts .github docs
 	$(BIN)/mypy
 
 format: $(STAMP)
-	$(BIN)/ruff format gradcheck tests bench scripts
-	$(BIN)/ruff check --fix gradcheck tests bench scripts
+	$(BIN)/ruff format gradcheck tests bench scripts .github docs
+	$(BIN)/ruff check --fix gradcheck tests bench scripts .github docs
 
 sample-runs: $(STAMP)
 	$(BIN)/python scripts/make_sample_runs.py --out sample_runs
@@ -66,7 +66,8 @@ bench: $(STAMP)
 
 # A wheel (with the compiled C engine: a failed compile is an error here) and an sdist in
 # dist/, built from the venv's setuptools without a build environment of their own.
-dist: $(STAMP)
+dist: | $(BIN)/python
+	$(BIN)/pip install -q build "setuptools>=77" wheel
 	rm -rf dist build
 	GRADCHECK_REQUIRE_EXT=1 $(BIN)/python -m build --quiet --no-isolation --outdir dist .
 

@@ -44,7 +44,7 @@ def main() -> int:
     folder = Path(os.environ.get("RUNNER_TEMP") or tempfile.mkdtemp()) / "gradcheck-report"
     folder.mkdir(parents=True, exist_ok=True)
     command = command_line(os.environ, folder)
-    for stale in ("gradcheck.md", "gradcheck.html"):  # a report of an earlier step is not this one's
+    for stale in ("gradcheck.md", "gradcheck.html"):  # an earlier step's reports are not ours
         (folder / stale).unlink(missing_ok=True)
     print("gradcheck action: " + shlex.join(["gradcheck", *command[3:]]), flush=True)
     status = subprocess.run(command).returncode
