@@ -55,7 +55,7 @@ def settings() -> list[Setting]:
             Setting(
                 name=node.target.id,
                 default=ast.get_source_segment(source, node.value) if node.value else "",
-                doc=" ".join(doc.split()),
+                doc=" ".join(doc.split()).replace("``", "`"),  # reST literals as Markdown
                 section=_section_above(lines, node.lineno),
             )
         )
@@ -133,8 +133,15 @@ def _number(value: object) -> bool:
 
 
 def _first_sentence(text: str) -> str:
-    match = re.match(r"(.+?[.:])(\s|$)", text)
-    return match.group(1) if match else text
+    """Up to the first full stop outside parentheses, 20 characters in at least (a docstring
+    that continues the one before starts with "...")."""
+    depth = 0
+    for index, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        at_end = index + 1 == len(text) or text[index + 1].isspace()
+        if char == "." and depth == 0 and index >= 20 and at_end:
+            return text[: index + 1]
+    return text
 
 
 def _cell(text: str) -> str:
