@@ -312,7 +312,7 @@ def _settings(
 
 @click.group(
     cls=GradcheckGroup,
-    # A fixed help width: the README quotes --help, and a test keeps the quote true.
+    # A fixed help width: the docs' command reference is this --help (docs/reference/cli.md).
     context_settings={"help_option_names": ["-h", "--help"], "terminal_width": 80},
     epilog=EXIT_STATUS_HELP,
 )

@@ -311,3 +311,14 @@ def test_the_site_has_every_setting_and_exit_status(site: Path) -> None:
         assert f"gradcheck {name}" in statuses
     changelog = (site / "changelog" / "index.html").read_text("utf-8")
     assert "Unreleased" in changelog
+
+
+def test_the_ci_guide_lists_every_input_of_the_action_with_its_default() -> None:
+    action = yaml.safe_load(text(ROOT / "action.yml"))
+    rows = re.findall(r"^\| `([\w-]+)` \|([^|]*)\|", text(DOCS / "guides" / "ci.md"), re.M)
+    assert [name for name, _ in rows] == list(action["inputs"])
+    for name, shown in rows:
+        default = str(action["inputs"][name].get("default", "")).strip()
+        assert shown.strip() == (
+            f"`{default}`" if default else "" if name != "paths" else "(required)"
+        )
