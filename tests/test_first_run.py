@@ -190,6 +190,7 @@ def _write_text_only(path: Path) -> None:
         writer.add_text("notes", "learning rate 0.1", 0)
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace:DeprecationWarning")  # add_graph traces
 @pytest.mark.parametrize("write", [_write_graph_only, _write_images_only, _write_text_only])
 @pytest.mark.parametrize("format_name", ["table", "json", "csv", "github", "junit", "markdown"])
 def test_a_readable_log_with_nothing_judgeable_exits_4(
