@@ -75,7 +75,7 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | Excuse |
         evidence,
         hints.STATIC_FLOAT32.format(rate=fmt(_learning_rate(context) or 0.0))
         if rounded
-        else hints.STATIC_NEVER_TRAINED
+        else _never_trained_hint(parameter)
         if trained
         else hints.static_hint(kind, _gradient_logging(parameter, context)),
         {"weight_movement": moved},
@@ -112,6 +112,13 @@ def training_signal(parameter: Parameter, context: RunContext) -> str:
                 found += f" (its late level {fmt(context.loss_ratio)}x its early one)"
             return found
     return ""
+
+
+def _never_trained_hint(parameter: Parameter) -> str:
+    """Nothing moved while the run trained: without a gradient logged, the optimizer step is
+    the suspect; with one logged (not clearly non-zero, or the run would be judged as driven),
+    the gradient that does not reach the weights is."""
+    return hints.STATIC_NEVER_TRAINED if parameter.gradient is None else hints.VANISHING_ZERO
 
 
 def _why_unmoved(parameter: Parameter, context: RunContext) -> str:
