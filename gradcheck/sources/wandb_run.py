@@ -14,11 +14,13 @@ nested value), and ``value_json`` (16), the value as JSON. ``_step`` is the row'
   ``wandb.watch(model, log="all")`` logs ``gradients/<param>`` and ``parameters/<param>``,
   64 bins from the tensor's finite minimum to its maximum (one bin when they are equal).
 
-``wandb.watch`` drops NaN and Inf elements before binning, and a tensor with no finite element
-is not logged at all. So a ``gradients/`` or ``parameters/`` histogram holding fewer elements
-than its parameter has (its largest count so far: a parameter's size does not change) held
-that many non-finite ones: it is given the parameter's size as ``num`` and a NaN ``sum``, as a
-HistogramProto of such a tensor would have, and gradcheck counts the missing elements as
+A histogram is read as a TF2 histogram tensor of the same buckets is (``encoding`` ``tensor``:
+buckets only, no exact sum). But ``wandb.watch`` drops NaN and Inf elements before binning,
+and a tensor with no finite element is not logged at all. So a ``gradients/`` or
+``parameters/`` histogram holding fewer elements than its parameter has (its largest count so
+far: a parameter's size does not change) held that many non-finite ones: it is read as the
+HistogramProto of such a tensor (``min``/``max`` its finite range, ``num`` the parameter's
+size, a NaN ``sum`` and ``sum_squares``), and gradcheck counts the missing elements as
 non-finite. A tensor that is non-finite throughout leaves its series stopped, which gradcheck
 reads as NaN when the loss turns NaN at that step.
 
@@ -197,26 +199,29 @@ def _histogram(
     if counts is None or edges is None or edges.size != counts.size + 1 or not counts.size:
         message = f"histogram {tag!r} at byte {offset} has no counts and edges that match"
         return damage(run, path, offset, "undecodable", 0, message + ": that histogram lost")
-    total = float(counts.sum())
-    size = sizes.seen(tag, total)
-    missing = float("nan") if size is not None else None
+    size = sizes.seen(tag, float(counts.sum()))
+    left, right = edges[:-1].copy(), edges[1:].copy()
+    if size is None:  # buckets only, as a TF2 histogram tensor of the same buckets is read
+        return HistogramRecord(run, path, offset, tag, 0, step, wall, "tensor", left, right, counts)
+    nan = float("nan")  # non-finite elements dropped: the HistogramProto of such a tensor
+    minimum, maximum = float(edges[0]), float(edges[-1])
     return HistogramRecord(
-        run=run,
-        file=path,
-        offset=offset,
-        tag=tag,
-        index=0,
-        step=step,
-        wall_time=wall,
-        encoding="histo",
-        left=edges[:-1].copy(),
-        right=edges[1:].copy(),
-        counts=counts,
-        min=float(edges[0]),
-        max=float(edges[-1]),
-        num=size if size is not None else total,
-        sum=missing,
-        sum_squares=missing,
+        run,
+        path,
+        offset,
+        tag,
+        0,
+        step,
+        wall,
+        "histo",
+        left,
+        right,
+        counts,
+        min=minimum,
+        max=maximum,
+        num=size,
+        sum=nan,
+        sum_squares=nan,
     )
 
 
