@@ -12,9 +12,11 @@ A fragment never crosses a block; fewer than 7 bytes left in a block are zero pa
 record is one FULL fragment, or FIRST, MIDDLE..., LAST. Each payload is one protobuf
 ``wandb_internal.Record`` (``gradcheck.sources.wandb_run`` reads it).
 
-Damage is found per fragment: a CRC or length that does not verify, or a fragment out of
-sequence, costs the rest of its block (where the next fragment can be trusted again) and the
-record it belonged to; a file cut short costs its last, half-written record.
+Damage is found per fragment. A fragment whose CRC fails costs its record; reading goes on
+after it, as its length says, when the next fragment verifies (the damage was in the data),
+else from the next block (the length was wrong: nothing before the next block can be trusted,
+as LevelDB's reader does). A length past its block, or a fragment out of sequence, costs the
+rest of its block and the record it belonged to; a file cut short, its last record.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def payloads(stream: BinaryIO) -> Iterator[Payload | Lost]:
         yield Lost(0, "undecodable", len(head), "no W&B header (not a .wandb run file)")
         return
     pieces: list[bytes] = []
+    suspect = False  # the last fragment failed its CRC: its length may have been wrong
     start = -1  # offset of the pending record's first fragment
     block_at = 0
     block = head + stream.read(BLOCK - len(head))
@@ -91,15 +94,19 @@ def payloads(stream: BinaryIO) -> Iterator[Payload | Lost]:
             if len(block) < BLOCK:
                 yield _cut(at if not pieces else start, len(block) - pos, pieces)
                 return
-            yield _lost(at, "bad_length", BLOCK - pos, pieces, f"fragment of {length} bytes")
+            yield _lost(at, "bad_length", BLOCK - pos, pieces, f"length {length}", REST)
             pieces, pos = [], BLOCK
             continue
         data = block[pos + FRAGMENT.size : end]
         if kind not in _TYPE_CRC or zlib.crc32(data, _TYPE_CRC[kind]) != crc:
-            yield _lost(at, "bad_payload_crc", BLOCK - pos, pieces, "fragment CRC")
-            pieces, pos = [], BLOCK
+            if suspect:  # the length before was wrong too: nothing here can be trusted
+                yield _lost(at, "bad_payload_crc", BLOCK - pos, pieces, "fragment CRC", REST)
+                pieces, pos, suspect = [], BLOCK, False
+                continue
+            yield _lost(at, "bad_payload_crc", end - pos, pieces, "fragment CRC", "its record lost")
+            pieces, pos, suspect = [], end, True  # on past it, if its length was right
             continue
-        pos = end
+        pos, suspect = end, False
         if kind in (FULL, FIRST):
             if pieces:
                 size = sum(map(len, pieces))
@@ -119,9 +126,14 @@ def payloads(stream: BinaryIO) -> Iterator[Payload | Lost]:
         yield _cut(start, 0, pieces)
 
 
-def _lost(offset: int, kind: DamageKind, size: int, pieces: list[bytes], what: str) -> Lost:
+REST = "the rest of its block lost"
+
+
+def _lost(
+    offset: int, kind: DamageKind, size: int, pieces: list[bytes], what: str, cost: str
+) -> Lost:
     pending = sum(map(len, pieces))
-    detail = f"bad {what}: the rest of its block lost"
+    detail = f"bad {what}: {cost}"
     if pending:
         detail += " with the record it continued"
     return Lost(offset, kind, size + pending, detail)
