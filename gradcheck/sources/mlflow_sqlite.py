@@ -15,15 +15,17 @@ costs the rows SQLite cannot give: those read before the error are kept, with a 
 from __future__ import annotations
 
 import os
-import sqlite3
 import sys
-import urllib.request
 from collections.abc import Iterator
 from contextlib import closing
+from typing import TYPE_CHECKING
 
 from gradcheck.model import Record, Run
 from gradcheck.sources.base import damage, file_info, scalar
 from gradcheck.sources.mlflow_names import run_paths
+
+if TYPE_CHECKING:  # sqlite3 and urllib are imported when a database is read (start-up time)
+    import sqlite3
 
 NAME = "mlflow-sqlite"
 LABEL = "MLflow SQLite store (mlflow.db)"
@@ -63,12 +65,17 @@ def _is_sqlite(path: str) -> bool:
 
 def connect(path: str) -> sqlite3.Connection:
     """A read-only connection to the database at ``path``."""
+    import sqlite3
+    import urllib.request
+
     uri = "file:" + urllib.request.pathname2url(os.path.abspath(path)) + "?mode=ro"
     return sqlite3.connect(uri, uri=True)
 
 
 def _runs(path: str) -> list[Run]:
     """The runs of one database; none when it is not an MLflow store (or cannot be read)."""
+    import sqlite3
+
     try:
         with closing(connect(path)) as connection:
             rows = connection.execute(_RUNS).fetchall()
@@ -84,6 +91,8 @@ def _runs(path: str) -> list[Run]:
 
 def records(run: Run) -> Iterator[Record]:
     """Every logged value of the run, in logging order (see the module docstring)."""
+    import sqlite3
+
     path = run.files[0]
     read = 0
     try:

@@ -34,13 +34,15 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from gradcheck.events.wire import message_fields
 from gradcheck.model import HistogramRecord, Record, Run
 from gradcheck.sources import wandb_framing
 from gradcheck.sources.base import damage, file_info, number, scalar, unreadable
+
+if TYPE_CHECKING:  # numpy is imported when a run is read: discovery stays light
+    import numpy as np
 
 NAME = "wandb"
 LABEL = "W&B run files (run-*.wandb)"
@@ -226,6 +228,8 @@ def _histogram(
 
 
 def _floats(value: object) -> np.ndarray | None:
+    import numpy as np
+
     if not isinstance(value, list):
         return None
     try:
@@ -239,6 +243,8 @@ def _edges(members: dict[Path, object], counts: np.ndarray | None) -> np.ndarray
     bins = _floats(members.get(("bins",)))
     if bins is not None:
         return bins
+    import numpy as np
+
     low = number(members.get(("packedBins", "min")))
     width = number(members.get(("packedBins", "size")))
     count = number(members.get(("packedBins", "count")))
