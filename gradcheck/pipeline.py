@@ -36,6 +36,7 @@ from gradcheck.model import (
     Sweep,
 )
 from gradcheck.series.merge import merge
+from gradcheck.sources import WRITERS as SOURCE_WRITERS
 from gradcheck.sources import is_source
 from gradcheck.sources import records as source_records
 from gradcheck.tags import DEFAULT_RULES, TagRules
@@ -524,9 +525,21 @@ def _check_readable(paths: Sequence[str], parts: Sequence[FilePart], window: Ste
             more = f" (and {len(unopened) - 3} more)" if len(unopened) > 3 else ""
             raise InputError(f"nothing could be read from {where}: {reasons}{more}")
         infos = [info for part in parts for info in part.data.file_infos]
+        if infos and all(info.writer in SOURCE_WRITERS for info in infos):
+            raise InputError(f"nothing could be read from {where}: {_why_not_logged(parts)}")
         raise InputError(f"no TensorBoard records could be read from {where}: {_why(infos)}")
     if not any(part.values_kept for part in parts):
         raise InputError(f"no histogram or scalar in steps {window} under {where}")
+
+
+def _why_not_logged(parts: Sequence[FilePart]) -> str:
+    """Why files of other log formats gave no value: their damage, else their emptiness."""
+    damages = [damage.message for part in parts for damage in part.data.damages]
+    if damages:
+        more = f" (and {len(damages) - 3} more)" if len(damages) > 3 else ""
+        return "; ".join(damages[:3]) + more
+    writers = sorted({info.writer or "" for part in parts for info in part.data.file_infos})
+    return f"no value logged yet ({', '.join(writers)})"
 
 
 def _why(infos: Sequence[FileInfo]) -> str:

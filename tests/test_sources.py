@@ -383,3 +383,31 @@ def test_files_named_are_read_by_their_format(tmp_path: Path) -> None:
         "hf-trainer",
         "wandb",
     ]
+
+
+def test_watch_reads_a_source_run_again_when_its_file_changes(tmp_path: Path) -> None:
+    from gradcheck.engine.follow import Follower
+
+    path = sf.metrics_csv(tmp_path / "metrics.csv", CSV_COLUMNS, [[0, 0.5, 0.6, 0, 2.0]])
+    follower = Follower([str(tmp_path)])
+    first = follower.poll()
+    assert first.changed == {str(tmp_path)} and first.parts[0][0].values_read == 4
+    assert not follower.poll().changed  # nothing new
+    sf.metrics_csv(path, CSV_COLUMNS, [[0, 0.5, 0.6, 0, 2.0], [0, 0.5, 0.6, 1, 1.9]])
+    again = follower.poll()
+    assert again.changed == {str(tmp_path)} and again.parts[0][0].values_read == 8
+
+
+def test_a_log_with_nothing_readable_is_an_input_error_that_says_why(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from gradcheck.cli import cli
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "trainer_state.json").write_text('{"log_history": 5}')
+    result = CliRunner().invoke(cli, ["analyze", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "trainer_state.json: no log_history list" in result.output
+    empty = sf.metrics_csv(tmp_path / "pl" / "metrics.csv", ["epoch", "step", "loss"], [])
+    result = CliRunner().invoke(cli, ["analyze", str(empty)])
+    assert result.exit_code == 2 and "no value logged yet (Lightning CSVLogger" in result.output

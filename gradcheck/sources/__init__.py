@@ -3,6 +3,7 @@
 A format is a module here with:
 
 - ``NAME``: the ``Run.format`` of its runs; ``LABEL``: what it reads, for people;
+  ``WRITER``: the ``FileInfo.writer`` of its files;
 - ``find(directory, subdirectories, names, top) -> list[Run]``: its runs in ``directory``
   (``subdirectories`` and file ``names`` as ``os.walk`` lists them; ``top``: the directory
   the user gave). Discovery asks every format about every directory it walks, beside
@@ -40,6 +41,8 @@ FORMATS: tuple[ModuleType, ...] = (
 )
 """Every format, in the order discovery asks them about a directory."""
 _BY_NAME = {module.NAME: module for module in FORMATS}
+WRITERS = frozenset(module.WRITER for module in FORMATS)
+"""The ``FileInfo.writer`` of the files each format reads."""
 
 
 def find_runs(
