@@ -76,12 +76,12 @@ def library_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LibraryLo
             process.kill()
 
 
-FORMATS = ("hf", "lightning-csv", "mlflow-files", "mlflow-sqlite", "wandb")
+FORMATS = ("hf-trainer", "lightning-csv", "mlflow-files", "mlflow-sqlite", "wandb")
 
 
 def run_path(logs: LibraryLogs, source: str, kind: str) -> Path:
     """The directory (or database) holding one run of ``source``."""
-    if source == "hf":
+    if source == "hf-trainer":
         return logs.root("hf") / kind
     if source == "lightning-csv":
         return logs.root("lightning") / "csv" / kind
@@ -97,7 +97,7 @@ def the_run(logs: LibraryLogs, source: str, kind: str) -> Run:
     if source.startswith("mlflow"):  # one store holds the four runs, named by their kinds
         runs = [run for run in runs if run.path.endswith(os.sep + kind)]
     (run,) = runs
-    assert run.format == source if source != "hf" else run.format == "hf-trainer"
+    assert run.format == source
     return run
 
 
@@ -138,7 +138,7 @@ PER_PARAMETER = ("lightning-csv", "mlflow-files", "mlflow-sqlite", "wandb")
 def test_healthy_runs_are_clean(library_logs: LibraryLogs, source: str) -> None:
     report = report_of(library_logs, source, "healthy")
     assert report.layers and {layer.verdict for layer in report.layers} == {"ok"}
-    if source == "hf":  # the Trainer logs one global norm: its row
+    if source == "hf-trainer":  # the Trainer logs one global norm: its row
         assert [layer.name for layer in report.layers] == [GLOBAL_NORM_ROW]
         assert report.gradients == "global"
     else:
@@ -161,7 +161,7 @@ def test_exploding_linear_model_is_flagged_from_its_third_step(
 
 @pytest.mark.slow
 def test_exploding_hf_run_is_flagged_on_its_global_norm(library_logs: LibraryLogs) -> None:
-    rows = judged(report_of(library_logs, "hf", "exploding"))
+    rows = judged(report_of(library_logs, "hf-trainer", "exploding"))
     assert rows == {GLOBAL_NORM_ROW: ("exploding", ("exploding",), 5, {"exploding": 5})}
 
 
@@ -180,7 +180,7 @@ def test_nan_input_makes_every_parameter_nan_at_its_step(
 def test_nan_loss_in_hf_run_is_flagged_at_the_step_it_logs(library_logs: LibraryLogs) -> None:
     # the loss turns NaN in the optimizer step that takes global_step NAN_STEP to NAN_STEP + 1:
     # the Trainer logs its grad_norm under the step it reached
-    verdict, _, onset, _ = judged(report_of(library_logs, "hf", "nan"))[GLOBAL_NORM_ROW]
+    verdict, _, onset, _ = judged(report_of(library_logs, "hf-trainer", "nan"))[GLOBAL_NORM_ROW]
     assert (verdict, onset) == ("nan", NAN_STEP + 1)
 
 
@@ -199,7 +199,7 @@ def test_deep_sigmoid_vanishes_from_the_first_layer(library_logs: LibraryLogs, s
 
 @pytest.mark.slow
 def test_a_global_norm_cannot_show_vanishing(library_logs: LibraryLogs) -> None:
-    report = report_of(library_logs, "hf", "vanishing")
+    report = report_of(library_logs, "hf-trainer", "vanishing")
     assert judged(report) == {GLOBAL_NORM_ROW: ("ok", (), None, {})}
     assert any("vanishing gradients" in note and "cannot" in note for note in report.notes)
 

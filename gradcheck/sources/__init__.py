@@ -62,11 +62,8 @@ def runs_of_file(path: str) -> list[Run]:
     directory, name = os.path.split(os.path.normpath(path))
     directory = directory or "."
     found = find_runs(directory, [], [name], top=True)
-    return [run for run in found if path_in(run, os.path.normpath(path))]
-
-
-def path_in(run: Run, path: str) -> bool:
-    return any(os.path.normpath(file) == path for file in run.files)
+    named = os.path.normpath(path)
+    return [run for run in found if any(os.path.normpath(file) == named for file in run.files)]
 
 
 def is_source(run: Run) -> bool:
