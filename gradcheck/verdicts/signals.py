@@ -376,18 +376,19 @@ def movement(weight: WeightSignal, run_spread: float) -> Movement | None:
 
 def confirmed(own: Movement | None, others: list[Movement]) -> Movement | None:
     """``own`` (the deciding series' movement) confirmed by other writers' series of the same
-    variable: bit-identical only when every series is, and as far as the farthest went (each
-    measured against its own scale); the per-step figures stay ``own``'s (the others may count
-    epochs)."""
+    variable: bit-identical only when every series is, and as far as the farthest went, each
+    distance measured against ``own``'s scale (another writer's first step may come later, when
+    a zero-initialised bias already has a tiny spread of its own); the per-step figures stay
+    ``own``'s (the others may count epochs)."""
     if own is None or not others:
         return own
-    every = [own, *others]
+    moved = [(m, m.scale / own.scale if own.scale > 0 else 1.0) for m in others]
     return dataclasses.replace(
         own,
-        bit_identical=all(m.bit_identical for m in every),
-        from_first=max(m.from_first for m in every),
-        norm_change=max(m.norm_change for m in every),
-        extremes_change=max(m.extremes_change for m in every),
+        bit_identical=own.bit_identical and all(m.bit_identical for m in others),
+        from_first=max(own.from_first, *(m.from_first * ratio for m, ratio in moved)),
+        norm_change=max(own.norm_change, *(m.norm_change * ratio for m, ratio in moved)),
+        extremes_change=max(own.extremes_change, *(m.extremes_change * ratio for m, ratio in moved)),
     )
 
 
