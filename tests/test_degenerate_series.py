@@ -177,3 +177,66 @@ def test_orders_of_a_ratio_that_is_zero_or_not_finite() -> None:
     assert orders(float("inf")) == "1x"
     assert orders(float("nan")) == "1x"
     assert orders(0.0) == "1x"
+
+
+def test_a_rule_that_raises_costs_its_parameter_a_note_not_the_report(monkeypatch) -> None:
+    from gradcheck.verdicts import detect
+
+    def find_boom(parameter, context):  # noqa: ANN001, ANN202
+        if parameter.name.endswith("bias"):
+            raise ZeroDivisionError("float division by zero")
+        return None
+
+    monkeypatch.setattr(detect, "QUIET_RULES", (*detect.QUIET_RULES, find_boom))
+    plan = {
+        "steps": 6,
+        "parameters": [
+            {"weight": "moving", "gradient": "moving", "exact_norms": True,
+             "second_writer": False, "encoding": "histo"},
+            {"weight": "frozen", "gradient": "tiny", "exact_norms": True,
+             "second_writer": False, "encoding": "tensor"},
+        ],
+        "loss": "falling",
+        "learning_rate": 1e-3,
+    }  # fmt: skip
+    report = analyze_run(reduce_records(records(plan)))
+    kernel, bias = (
+        next(x for x in report.layers if x.name.endswith(end)) for end in ("kernel", "bias")
+    )
+    assert bias.verdict == "vanishing"  # the other rules still judged it
+    (note,) = [note for note in bias.notes if "internal error" in note]
+    assert note.startswith("not judged for boom: internal error in gradcheck (ZeroDivisionError")
+    assert not [note for note in kernel.notes if "internal error" in note]
+
+
+def weight_only_run(bias_at, steps: int = 40) -> list[Record]:
+    """Two kernels of spread 0.3 and a bias whose values ``bias_at(step)`` gives, weights only
+    (Keras' TensorBoard callback logs no gradient)."""
+    out: list[Record] = []
+    rng = np.random.default_rng(0)
+    kernels = {name: rng.normal(0.0, 0.3, 64) for name in ("dense/kernel", "out/kernel")}
+    for step in range(steps):
+        for name, values in kernels.items():
+            out.append(histogram(f"{name}/histogram", step, values * (1 + 0.001 * step), "tensor"))
+        out.append(histogram("dense/bias/histogram", step, bias_at(step), "tensor"))
+    return out
+
+
+def test_a_bias_growing_from_zero_is_judged_against_the_weights_around_it() -> None:
+    """A zero-initialised bias moved by Adam (about lr per step) from 1e-6 to 0.3: 3e5 times its
+    first values, about the kernels' size: not exploding (it was, at 'grew to 1x ... threshold
+    100x')."""
+    direction = np.random.default_rng(1).choice([-1.0, 1.0], 16)
+    report = analyze_run(reduce_records(weight_only_run(lambda s: direction * 1e-6 * 1.4**s)))
+    bias = next(layer for layer in report.layers if layer.name == "dense/bias")
+    assert bias.stats["weight_norm_last"] > 100 * bias.stats["weight_norm_first"]
+    assert bias.verdict == "ok", bias.evidence
+
+
+def test_a_weight_growing_far_past_the_weights_around_it_is_exploding() -> None:
+    direction = np.random.default_rng(1).choice([-1.0, 1.0], 16)
+    report = analyze_run(reduce_records(weight_only_run(lambda s: direction * 0.01 * 1.5**s)))
+    bias = next(layer for layer in report.layers if layer.name == "dense/bias")
+    assert bias.verdict == "exploding", bias.evidence
+    check_report(report)  # the ratio it states is past the threshold it cites
+    assert "the run's typical weight RMS" in bias.evidence

@@ -37,13 +37,12 @@ tf = pytest.importorskip("tensorflow")
 from click.testing import CliRunner  # noqa: E402
 
 from gradcheck import cli  # noqa: E402
-from gradcheck.keras import GradientLogger  # noqa: E402
-from gradcheck.model import LayerResult, RunReport  # noqa: E402
-from gradcheck.pipeline import analyze  # noqa: E402
-from gradcheck.series.reduce import reduce_records  # noqa: E402
 from gradcheck.events.discover import discover  # noqa: E402
 from gradcheck.events.reader import read_run  # noqa: E402
-from gradcheck.model import RunData  # noqa: E402
+from gradcheck.keras import GradientLogger  # noqa: E402
+from gradcheck.model import LayerResult, RunData, RunReport  # noqa: E402
+from gradcheck.pipeline import analyze  # noqa: E402
+from gradcheck.series.reduce import reduce_records  # noqa: E402
 
 pytestmark = pytest.mark.slow
 keras = tf.keras

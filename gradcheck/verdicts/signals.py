@@ -114,9 +114,13 @@ def decide_series(data: RunData, tags: ParameterTags) -> ParameterTags:
     epochs), then the denser (more histograms read), then the first."""
     if not tags.weight_also and not tags.gradient_also:
         return tags
-    scalars = [data.scalars[t].steps for t in (tags.grad_norm, tags.weight_norm) if t in data.scalars]
+    exact = (tags.grad_norm, tags.weight_norm)
+    scalars = [data.scalars[t].steps for t in exact if t is not None and t in data.scalars]
     gradient, gradient_also = _decided(
-        data, tags.gradient, tags.gradient_also, [*scalars, *_steps_of(data, tags.weight, tags.weight_also)]
+        data,
+        tags.gradient,
+        tags.gradient_also,
+        [*scalars, *_steps_of(data, tags.weight, tags.weight_also)],
     )
     weight, weight_also = _decided(
         data, tags.weight, tags.weight_also, [*scalars, *_steps_of(data, gradient, ())]
@@ -126,7 +130,9 @@ def decide_series(data: RunData, tags: ParameterTags) -> ParameterTags:
     )
 
 
-def _steps_of(data: RunData, key: SeriesKey | None, also: tuple[SeriesKey, ...]) -> list[np.ndarray]:
+def _steps_of(
+    data: RunData, key: SeriesKey | None, also: tuple[SeriesKey, ...]
+) -> list[np.ndarray]:
     keys = [k for k in (key, *also) if k is not None and k in data.histograms]
     return [data.histograms[k].steps for k in keys]
 
@@ -388,7 +394,9 @@ def confirmed(own: Movement | None, others: list[Movement]) -> Movement | None:
         bit_identical=own.bit_identical and all(m.bit_identical for m in others),
         from_first=max(own.from_first, *(m.from_first * ratio for m, ratio in moved)),
         norm_change=max(own.norm_change, *(m.norm_change * ratio for m, ratio in moved)),
-        extremes_change=max(own.extremes_change, *(m.extremes_change * ratio for m, ratio in moved)),
+        extremes_change=max(
+            own.extremes_change, *(m.extremes_change * ratio for m, ratio in moved)
+        ),
     )
 
 

@@ -81,9 +81,9 @@ def layer_level(parameter: Parameter, context: RunContext) -> float:
     layer = context.layer_levels.get(hints.layer_of(parameter.name), own)
     if not np.isfinite(layer):
         return own
-    if not hints.sibling_weights(parameter.name):
-        if not own >= context.config.vanish_depth_ratio * layer:
-            return own
+    is_bias = bool(hints.sibling_weights(parameter.name))
+    if not is_bias and not own >= context.config.vanish_depth_ratio * layer:
+        return own  # a kernel whose inputs are dead
     return max(own, layer)
 
 
