@@ -351,9 +351,9 @@ def movement(weight: WeightSignal, run_spread: float) -> Movement | None:
 
     first = 0 if every else int(usable.argmax())
     identical = bool((used(weight.fingerprints) == weight.fingerprints[first]).all())
-    # Bit-identical only when every logged value is: the exact norm too, where one was logged
-    # (histogram buckets miss a change that stays inside them).
-    identical = identical and bool((used(weight.norm) == weight.norm[first]).all())
+    if identical:  # and the exact norm, where one was logged: buckets miss a change inside them
+        norms, norm = used(weight.norm), weight.norm[first]
+        identical = bool(((norms == norm) | (np.isnan(norms) & np.isnan(norm))).all())
     scale, source = weight_scale(weight, run_spread, first)
     if identical:
         return Movement(True, 0.0, 0.0, 0.0, scale, source)
@@ -436,7 +436,7 @@ def before(parameter: Parameter, step: int | None) -> Parameter:
         parameter.tags,
         _signal_before(parameter.gradient, step),
         _signal_before(parameter.weight, step),
-        parameter.weight_also,  # on another writer's clock: a step of this one means nothing
+        (),  # other writers' series count other steps (epochs): they cannot be cut here
     )
 
 
