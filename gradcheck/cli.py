@@ -370,7 +370,7 @@ def cli() -> None:
 @click.option(
     "--sweep/--no-sweep",
     default=None,
-    help="Show the sweep view above the runs (default: for 6+ runs with hyperparameters, "
+    help="Show the sweep view above the runs (default: for 3+ runs with hyperparameters, "
     "or 12+ runs).",
 )
 @steps_option

@@ -79,19 +79,19 @@ SHORT: dict[str, Advice] = {
     ),
     hints.STATIC_BN_AFFINE: Advice(
         "BatchNorm frozen, not in the optimizer, or run in inference mode",
-        "on purpose? else trainable=True / model.train(), in the optimizer",
+        "if not on purpose: trainable=True / model.train(), optimizer params",
     ),
     hints.STATIC_BN_MOVING: Advice(
         "BatchNorm moving statistics not updated: inference mode",
-        "on purpose? else training=True / model.train() while training",
+        "if not on purpose: training=True / model.train() while training",
     ),
     hints.STATIC_FROZEN: Advice(
         "no gradient computed for them: frozen, or not connected to the loss",
-        "on purpose? else requires_grad/trainable, or connect them",
+        "if not on purpose: requires_grad/trainable, or connect to the loss",
     ),
     hints.STATIC_PLAIN: Advice(
         "weights never updated: frozen, not in the optimizer, or no gradient",
-        "on purpose? else trainable/requires_grad, the optimizer's params",
+        "if not on purpose: requires_grad/trainable, the optimizer's params",
     ),
     hints.STATIC_FLOAT32.split("{", 1)[0]: Advice(
         "updates too small for float32 to move the weights",

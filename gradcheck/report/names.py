@@ -27,13 +27,32 @@ def shortened(name: str, width: int) -> str:
     return name
 
 
+def tail_cut(name: str, width: int) -> str:
+    """``name``'s last ``width - 1`` characters after ``…`` (``…ll_5/recurrent_kernel``)."""
+    if len(name) <= width or width < 2:
+        return name
+    return ELLIPSIS + name[len(name) - width + 1 :]
+
+
 def distinct_shortened(names: list[str], width: int) -> list[str]:
-    """Each name :func:`shortened` to ``width``, unless two different names would then read
-    the same: those are kept whole (wrapped by the column)."""
-    short = [shortened(name, width) for name in names]
-    owners: dict[str, set[str]] = {}
-    for name, text in zip(names, short, strict=True):
-        owners.setdefault(text, set()).add(name)
-    return [
-        text if len(owners[text]) == 1 else name for name, text in zip(names, short, strict=True)
-    ]
+    """Each name shortened to ``width`` so that different names still read differently:
+    whole path components dropped from the start (:func:`shortened`), else characters
+    (:func:`tail_cut`) where that keeps them apart, else the name whole (the column wraps it:
+    two lines rather than a collision)."""
+    chosen = list(names)
+    pending = list(range(len(names)))
+    for cut in (shortened, tail_cut):
+        tried = {index: cut(names[index], width) for index in pending}
+        texts = [tried.get(index, chosen[index]) for index in range(len(names))]
+        owners: dict[str, set[str]] = {}
+        for name, text in zip(names, texts, strict=True):
+            owners.setdefault(text, set()).add(name)
+        still = []
+        for index in pending:
+            text = tried[index]
+            if len(text) <= width and len(owners[text]) == 1:
+                chosen[index] = text
+            else:
+                still.append(index)
+        pending = still
+    return chosen

@@ -70,12 +70,13 @@ NUMBER_WIDTH = 6  # "1.2e-7"
 MIN_TREND, MAX_TREND = 8, 24
 MAX_ROW_TREND = 16  # the layer view's trend column
 MIN_NAME = 10
+MIN_ALL_NAME = 24  # --all: the name column's width before key numbers are dropped
 INDENT = 2
 ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 TRAILING = re.compile(r"(?:\s|\x1b\[[0-9;]*m)+$")  # spaces and ANSI codes ending a line
 MAX_WARNINGS = 5  # per run with --explain or --all; the rest are counted (JSON lists them all)
 DEFAULT_WARNINGS = 2  # per run by default
-POINTER = "--explain: the evidence behind each finding · --all: every parameter"
+POINTER = "details: --explain (evidence), --all (every parameter)"
 
 
 class TableFormatter(Formatter):
@@ -118,14 +119,10 @@ class TableFormatter(Formatter):
         warnings = _warning_lines(escaped_run, MAX_WARNINGS if self._detailed else DEFAULT_WARNINGS)
         if warnings:
             console.print(Padding(hanging("!", warnings, "yellow"), (0, 0, 0, INDENT)))
-        clip = escaped_run.clipping
-        # by default only with something to do: a suggestion or a word on the current clip
-        wanted = clip is not None and (clip.advice or self._detailed or self.options.clip)
-        if clip is not None and wanted and clipping_applies(run, self.options.clip):
-            self._indented(console, clipping_lines(clip, self._detailed))
         if self.options.show_all:
             if listed:
-                console.print(self._parameter_table(listed, len(prefix)))
+                table = self._parameter_table(listed, len(prefix))
+                console.print(Padding(table, (0, 0, 0, INDENT)))
         elif rows:
             console.print(Padding(self._layer_table(rows), (0, 0, 0, INDENT)))
         hidden = len(view.rows) - len(shown_rows)
@@ -134,6 +131,13 @@ class TableFormatter(Formatter):
             self._indented(console, [more], style="dim")
         advised = rows if not self.options.show_all else each_string(view.rows, terminal)
         _print_advice(console, advised)
+        clip = escaped_run.clipping
+        # by default only with something to do: a suggestion or a word on the current clip
+        wanted = clip is not None and (clip.advice or self._detailed or self.options.clip)
+        if clip is not None and wanted and clipping_applies(run, self.options.clip):
+            lines = clipping_lines(clip, self._detailed)
+            # by default the advice alone when there is one: it names the clip and the value
+            self._indented(console, lines if self._detailed or len(lines) == 1 else lines[1:])
         if self._detailed:
             findings = listed if self.options.show_all else _members(rows)
             notes, _ = notes_for(tuple(findings), every=True)
@@ -166,9 +170,9 @@ class TableFormatter(Formatter):
         available -= trend + 1 if trend else 0
         if layers + parameters <= available:
             parameter_width, layer_width = parameters, layers
-        else:  # both wrap or shorten: the parameters' short names get at most 2/5
-            parameter_width = min(parameters, max(available * 2 // 5, 10))
-            layer_width = available - parameter_width
+        else:  # one or both wrap (or shorten): the layer gets up to 3/5
+            layer_width = min(layers, max(available * 3 // 5, 10))
+            parameter_width = available - layer_width
         singles = [text for row, text in zip(rows, texts, strict=True) if len(row.layers) == 1]
         short = dict(zip(singles, distinct_shortened(singles, layer_width), strict=True))
         table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False)
@@ -193,16 +197,24 @@ class TableFormatter(Formatter):
 
     def _parameter_table(self, layers: tuple[LayerResult, ...], prefix: int) -> Table:
         """One row per parameter (``--all``), column widths fixed so the table fits
-        ``Env.width``; names without the run's common prefix, shortened distinctly."""
+        ``Env.width`` (on a narrow one, the key numbers go from the last, so that names keep
+        :data:`MIN_ALL_NAME` columns); names without the run's common prefix, shortened
+        distinctly."""
         names = [layer.name[prefix:] for layer in layers]
         steps = [str(x.first_bad_step) for x in layers if x.first_bad_step is not None]
         step_width = max([MIN_STEP_WIDTH, *map(len, steps)])
-        name_width, trend_width = _flexible_widths(self.options.env.width, step_width, names)
+        width = self.options.env.width - INDENT
+        numbers = list(KEY_NUMBERS)
+        name_width, trend_width = _flexible_widths(width, step_width, names, len(numbers))
+        longest = max(map(len, names), default=MIN_NAME)
+        while numbers and name_width < min(longest, MIN_ALL_NAME):
+            numbers.pop()
+            name_width, trend_width = _flexible_widths(width, step_width, names, len(numbers))
         table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False)
         table.add_column("verdict", width=VERDICT_WIDTH, no_wrap=True)
         table.add_column("parameter", width=name_width, overflow="fold")
         table.add_column("first\nbad", width=step_width, justify="right", no_wrap=True)
-        for number in KEY_NUMBERS:
+        for number in numbers:
             table.add_column(number.label, width=NUMBER_WIDTH, justify="right", no_wrap=True)
         if trend_width:
             table.add_column("trend", width=trend_width, no_wrap=True)  # of LayerResult.trend_of
@@ -212,7 +224,7 @@ class TableFormatter(Formatter):
                 Text(layer.verdict, style=style),
                 Text(name),
                 "" if layer.first_bad_step is None else str(layer.first_bad_step),
-                *(number.of(layer) for number in KEY_NUMBERS),
+                *(number.of(layer) for number in numbers),
             ]
             if trend_width:
                 cells.append(Text(sparkline(layer.trend, trend_width), style=style))
@@ -231,6 +243,8 @@ def _judged_line(
     judged = judged_phrase(run, view.layers)
     if not view.rows:
         return f"all healthy: {judged}"
+    if run.gradients == "per_parameter" and any(layer.weight_tag for layer in run.layers):
+        judged = judged.removeprefix("gradients and weights of ")  # the usual: not said
     under = f" under {prefix}" if prefix else ""
     return f"{judged}{under}: {counts_phrase(counts)}"  # type: ignore[arg-type]
 
@@ -257,8 +271,9 @@ def _print_advice(console: Console, rows: tuple[LayerRow, ...]) -> None:
         style = VERDICT_STYLES.get(row.verdict, "")
         if advice.cause:
             grid.add_row(Text(row.verdict, style=style), Text(advice.cause))
-        grid.add_row(Text("fix" if advice.cause else f"{row.verdict} fix", justify="right"),
-                     Text(advice.fix))  # fmt: skip
+            grid.add_row(Text("fix", justify="right"), Text(advice.fix))
+        else:  # a hint not shortened yet: whole, cause and fix in one
+            grid.add_row(Text(row.verdict, style=style), Text(advice.fix))
     if grid.row_count:
         console.print(Padding(grid, (0, 0, 0, INDENT)))
 
@@ -338,11 +353,13 @@ def _print_note(console: Console, note: Note) -> None:
         console.print(Padding(Text(f"hint: {note.hint}", style="dim"), (0, 0, 0, 4)))
 
 
-def _flexible_widths(width: int, step_width: int, names: list[str]) -> tuple[int, int]:
+def _flexible_widths(
+    width: int, step_width: int, names: list[str], numbers: int
+) -> tuple[int, int]:
     """Widths of the parameter and trend columns: names first, trend between 16 and 24 (none
     when the names need the room: a narrow terminal)."""
-    columns = 4 + len(KEY_NUMBERS)
-    fixed = VERDICT_WIDTH + step_width + NUMBER_WIDTH * len(KEY_NUMBERS) + (columns - 1)
+    columns = 4 + numbers
+    fixed = VERDICT_WIDTH + step_width + NUMBER_WIDTH * numbers + (columns - 1)
     available = max(width - fixed, MIN_NAME)
     longest = max((len(name) for name in names), default=MIN_NAME)
     trend = min(MAX_TREND, max(16, available - longest))
