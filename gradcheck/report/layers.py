@@ -74,14 +74,14 @@ class LayerRow:
 
     def layer_text(self) -> str:
         """``dense_0``, ``dense_0, dense_1``, ``dense_0 … dense_5`` (the last layer without
-        the path it shares with the first: ``generator/LSTM1 … Dense1``)."""
+        the path it shares with the first: ``generator/LSTM1 … Dense1``, ``bi/forward,
+        backward``)."""
         if len(self.layers) == 1:
             return self.layers[0]
-        if len(self.layers) == 2:
-            return ", ".join(self.layers)
         first, last = self.layers[0], self.layers[-1]
         shared = common_prefix([f"{first}{separator_of(first)}x", f"{last}{separator_of(last)}x"])
-        return f"{first} {ELLIPSIS} {last[len(shared) :]}"
+        joint = ", " if len(self.layers) == 2 else f" {ELLIPSIS} "
+        return f"{first}{joint}{last[len(shared) :]}"
 
     def parameter_text(self) -> str:
         """``kernel, bias``; ``""`` for layers that are a parameter of their own."""
@@ -112,10 +112,11 @@ def layer_view(run: RunReport) -> LayerView:
         grouped.setdefault(split_name(parameter.name[len(prefix) :])[0], []).append(parameter)
     ordered = sorted(grouped.items(), key=lambda item: min(p.depth for p in item[1]))
     singles = [_single(name, members) for name, members in ordered]
+    groups = _submodels([name for name, _ in ordered])
     rows: list[LayerRow] = []
     for single in singles:
         previous = rows[-1] if rows else None
-        if single is not None and previous is not None and _folds(previous, single):
+        if single is not None and previous is not None and _folds(previous, single, groups):
             rows[-1] = _folded(previous, single)
         elif single is not None:
             rows.append(single)
@@ -161,18 +162,27 @@ def _short(name: str) -> str:
     return split_name(name)[1]
 
 
-def _submodel(layer: str) -> str:
-    """The first path component of a layer with more than one (``generator`` of
-    ``generator/LSTM1``), ``""`` for a top-level layer."""
+def _first_component(layer: str) -> str:
     separator = separator_of(layer)
     return layer.split(separator, 1)[0] if separator in layer else ""
 
 
-def _folds(previous: LayerRow, row: LayerRow) -> bool:
+def _submodels(layers: list[str]) -> dict[str, str]:
+    """Each layer's sub-model: the first path component that several layers share
+    (``generator`` of ``generator/LSTM1`` and ``generator/Dense1``), ``""`` for the others
+    (``embedder_lstm_0/lstm_cell`` alone under its first component is a top-level layer)."""
+    firsts = [_first_component(layer) for layer in layers]
+    shared = {first for first in firsts if first and firsts.count(first) > 1}
+    return {
+        layer: first if first in shared else "" for layer, first in zip(layers, firsts, strict=True)
+    }
+
+
+def _folds(previous: LayerRow, row: LayerRow, submodels: dict[str, str]) -> bool:
     return (
         previous.verdict == row.verdict
         and previous.onset == row.onset
-        and _submodel(previous.layers[0]) == _submodel(row.layers[0])
+        and submodels[previous.layers[0]] == submodels[row.layers[0]]
     )
 
 

@@ -27,6 +27,21 @@ def shortened(name: str, width: int) -> str:
     return name
 
 
+def ends_kept(name: str, width: int) -> str:
+    """``name``'s first path component, ``…``, and as many of its last components as fit
+    (``embedder_lstm_0/…/kernel``): the start names the block, the end the parameter; else
+    ``name`` whole."""
+    if len(name) <= width:
+        return name
+    separator = separator_of(name)
+    parts = name.split(separator)
+    for start in range(2, len(parts)):
+        text = separator.join([parts[0], ELLIPSIS, *parts[start:]])
+        if len(text) <= width:
+            return text
+    return name
+
+
 def tail_cut(name: str, width: int) -> str:
     """``name``'s last ``width - 1`` characters after ``…`` (``…ll_5/recurrent_kernel``)."""
     if len(name) <= width or width < 2:
@@ -36,12 +51,13 @@ def tail_cut(name: str, width: int) -> str:
 
 def distinct_shortened(names: list[str], width: int) -> list[str]:
     """Each name shortened to ``width`` so that different names still read differently:
-    whole path components dropped from the start (:func:`shortened`), else characters
-    (:func:`tail_cut`) where that keeps them apart, else the name whole (the column wraps it:
-    two lines rather than a collision)."""
+    whole path components dropped from the start (:func:`shortened`), else from the middle
+    (:func:`ends_kept`), else characters from the start (:func:`tail_cut`), the first of these
+    that keeps it apart from the others; else the name whole (the column wraps it: two lines
+    rather than a collision)."""
     chosen = list(names)
     pending = list(range(len(names)))
-    for cut in (shortened, tail_cut):
+    for cut in (shortened, ends_kept, tail_cut):
         tried = {index: cut(names[index], width) for index in pending}
         texts = [tried.get(index, chosen[index]) for index in range(len(names))]
         owners: dict[str, set[str]] = {}

@@ -137,7 +137,8 @@ class TableFormatter(Formatter):
         if clip is not None and wanted and clipping_applies(run, self.options.clip):
             lines = clipping_lines(clip, self._detailed)
             # by default the advice alone when there is one: it names the clip and the value
-            self._indented(console, lines if self._detailed or len(lines) == 1 else lines[1:])
+            whole = self._detailed or self.options.clip or len(lines) == 1
+            self._indented(console, lines if whole else lines[1:])
         if self._detailed:
             findings = listed if self.options.show_all else _members(rows)
             notes, _ = notes_for(tuple(findings), every=True)
@@ -243,8 +244,7 @@ def _judged_line(
     judged = judged_phrase(run, view.layers)
     if not view.rows:
         return f"all healthy: {judged}"
-    if run.gradients == "per_parameter" and any(layer.weight_tag for layer in run.layers):
-        judged = judged.removeprefix("gradients and weights of ")  # the usual: not said
+    judged = judged.split(" of ", 1)[1]  # what could not be judged: the run's notes say
     under = f" under {prefix}" if prefix else ""
     return f"{judged}{under}: {counts_phrase(counts)}"  # type: ignore[arg-type]
 
@@ -334,7 +334,7 @@ def hanging(mark: str, lines: list[str], style: str) -> Table:
     """``lines`` each after ``mark``, wrapped lines indented under the text, not the mark."""
     grid = Table.grid(padding=(0, 1, 0, 0))
     grid.add_column(width=len(mark), no_wrap=True)
-    grid.add_column()
+    grid.add_column(overflow="fold")  # a long file name wraps, never cut
     for line in lines:
         grid.add_row(Text(mark, style=style), Text(line, style=style))
     return grid
