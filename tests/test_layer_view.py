@@ -112,8 +112,10 @@ def test_names_lose_leading_components_and_never_collide() -> None:
     names = [f"gen/LSTM{i}/lstm_cell_{i}/recurrent_kernel" for i in range(3)]
     short = distinct_shortened(names, 30)
     assert len(set(short)) == 3 and all(len(text) <= 30 for text in short)
-    twins = ["a/block/kernel", "b/block/kernel"]  # alike once shortened: kept whole (wrapped)
-    assert distinct_shortened(twins, 12) == twins
+    twins = ["a/block/kernel", "b/block/kernel"]  # alike by their tail: the ends are kept
+    assert distinct_shortened(twins, 12) == ["a/…/kernel", "b/…/kernel"]
+    cells = ["xx_block_1/kernel", "xx_block_2/kernel"]  # alike however cut: kept whole (wrapped)
+    assert distinct_shortened(cells, 8) == cells
 
 
 def test_recurrent_kernels_stay_distinct_in_a_narrow_table() -> None:
@@ -236,3 +238,32 @@ def test_a_suggestion_needs_enough_steps_for_its_percentile() -> None:
     assert suggested is None and "a 95th percentile needs 20" in rule
     suggested, _ = clipping._suggestion(np.linspace(1.0, 2.0, 20), DEFAULT_CONFIG, None)
     assert suggested == 1.9
+
+
+def test_layers_with_different_causes_stay_apart_and_each_cause_is_named() -> None:
+    """torch_frozen's case: a frozen layer (no gradient) beside one left out of the optimizer."""
+    run = run_of(
+        layer("0.weight", "static", severity=2, depth=0, hint=hints.STATIC_FROZEN),
+        layer("0.bias", "static", severity=2, depth=1, hint=hints.STATIC_FROZEN),
+        layer("1.weight", "static", severity=1, depth=2, hint=hints.STATIC_PLAIN),
+        layer("1.bias", "static", severity=1, depth=3, hint=hints.STATIC_PLAIN),
+    )
+    assert [row.layer_text() for row in layer_view(run).rows] == ["0", "1"]
+    text = TableFormatter(FormatOptions(env=Env(width=100))).format(Report("0", (run,)))
+    assert f"0: {SHORT[hints.STATIC_FROZEN].cause}" in text
+    assert f"1: {SHORT[hints.STATIC_PLAIN].cause}" in text
+
+
+def test_width_option_and_columns_reach_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from gradcheck import cli
+    from tests.handmade import sample_report
+
+    monkeypatch.setattr("gradcheck.pipeline.analyze", lambda *args, **kwargs: sample_report())
+    for args, environ in ((["--width", "60"], {}), ([], {"COLUMNS": "60"})):
+        result = CliRunner(env=environ).invoke(cli.cli, ["analyze", "x", *args])
+        lines = result.stdout.splitlines()
+        assert max(len(line) for line in lines) <= 60 and max(map(len, lines)) > 50, args
+    wide = CliRunner(env={"COLUMNS": "60"}).invoke(cli.cli, ["analyze", "x", "--width", "120"])
+    assert max(len(line) for line in wide.stdout.splitlines()) > 80

@@ -4,9 +4,9 @@ A layer is a parameter's name without its last component (``mlp/dense_0/kernel``
 ``mlp/dense_0``, ``encoder.layers.0.in_proj_weight`` to ``encoder.layers.0``). A layer row
 holds the parameters of one layer together: the worst verdict among them, the earliest onset
 of that verdict, and the short names of the parameters that carry a finding (``kernel, bias``).
-Consecutive layers (in the network's order) with the same verdict and onset fold into one row
-(``dense_0 … dense_5``), and the prefix every parameter shares (``mlp/``) is said once, above
-the rows. Everything here is unescaped text: the formats escape it their own way.
+Consecutive layers (in the network's order) with the same verdict, onset and advice fold into
+one row (``dense_0 … dense_5``), and the prefix every parameter shares (``mlp/``) is said once,
+above the rows. Everything here is unescaped text: the formats escape it their own way.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gradcheck.model import VERDICTS, LayerResult, RunReport, Verdict
+from gradcheck.report.advice import Advice, verdict_advice
 
 ELLIPSIS = "…"
 
@@ -66,6 +67,7 @@ class LayerRow:
     onset: int | None  # the earliest first bad step among them
     members: tuple[LayerResult, ...]  # the parameters behind the row, worst first
     depth: int  # the first layer's position in the network
+    advice: Advice | None = None  # the cause and fix of its worst finding of ``verdict``
 
     @property
     def worst(self) -> LayerResult:
@@ -150,6 +152,7 @@ def _single(name: str, members: list[LayerResult]) -> LayerRow | None:
         onset=min(known) if known else None,
         members=tuple(findings),
         depth=min(p.depth for p in members),
+        advice=verdict_advice([p for p in findings if p.verdict == verdict]),
     )
 
 
@@ -182,7 +185,8 @@ def _folds(previous: LayerRow, row: LayerRow, submodels: dict[str, str]) -> bool
     return (
         previous.verdict == row.verdict
         and previous.onset == row.onset
-        and submodels[previous.layers[0]] == submodels[row.layers[0]]
+        and previous.advice == row.advice  # one cause: a frozen layer beside one left out of
+        and submodels[previous.layers[0]] == submodels[row.layers[0]]  # the optimizer stays apart
     )
 
 
@@ -196,6 +200,7 @@ def _folded(previous: LayerRow, row: LayerRow) -> LayerRow:
         onset=previous.onset,
         members=tuple(sorted((*previous.members, *row.members), key=_rank)),
         depth=previous.depth,
+        advice=previous.advice,
     )
 
 

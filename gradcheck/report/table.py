@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 
 from rich.console import Console
@@ -27,7 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gradcheck.model import LayerResult, Report, RunReport, Sweep
-from gradcheck.report.advice import verdict_advice
+from gradcheck.report.advice import Advice
 from gradcheck.report.escape import each_string, terminal
 from gradcheck.report.interface import Env, Formatter
 from gradcheck.report.layers import LayerRow, LayerView, layer_view
@@ -70,7 +71,7 @@ NUMBER_WIDTH = 6  # "1.2e-7"
 MIN_TREND, MAX_TREND = 8, 24
 MAX_ROW_TREND = 16  # the layer view's trend column
 MIN_NAME = 10
-MIN_ALL_NAME = 24  # --all: the name column's width before key numbers are dropped
+MIN_ALL_NAME = 16  # --all: the name column's width before key numbers are dropped
 INDENT = 2
 ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 TRAILING = re.compile(r"(?:\s|\x1b\[[0-9;]*m)+$")  # spaces and ANSI codes ending a line
@@ -185,7 +186,7 @@ class TableFormatter(Formatter):
             table.add_column("trend", width=trend, no_wrap=True)
         for row, text in zip(rows, texts, strict=True):
             style = VERDICT_STYLES.get(row.verdict, "")
-            cells = [
+            cells: list[Text | str] = [
                 Text(row.verdict, style=style),
                 "" if row.onset is None else str(row.onset),
                 Text(short.get(text, text)),
@@ -221,7 +222,7 @@ class TableFormatter(Formatter):
             table.add_column("trend", width=trend_width, no_wrap=True)  # of LayerResult.trend_of
         for layer, name in zip(layers, distinct_shortened(names, name_width), strict=True):
             style = VERDICT_STYLES.get(layer.verdict, "")
-            cells = [
+            cells: list[Text | str] = [
                 Text(layer.verdict, style=style),
                 Text(name),
                 "" if layer.first_bad_step is None else str(layer.first_bad_step),
@@ -233,9 +234,7 @@ class TableFormatter(Formatter):
         return table
 
 
-def _judged_line(
-    run: RunReport, view: LayerView, counts: dict[str, int] | object, prefix: str
-) -> str:
+def _judged_line(run: RunReport, view: LayerView, counts: Mapping[str, int], prefix: str) -> str:
     """``all healthy: gradients and weights of 6 parameters in 3 layers``, or with findings
     ``gradients and weights of 18 parameters in 9 layers under mlp/: 12 vanishing · 6 ok``;
     for a run with nothing to judge, what its log holds."""
@@ -246,7 +245,7 @@ def _judged_line(
         return f"all healthy: {judged}"
     judged = judged.split(" of ", 1)[1]  # what could not be judged: the run's notes say
     under = f" under {prefix}" if prefix else ""
-    return f"{judged}{under}: {counts_phrase(counts)}"  # type: ignore[arg-type]
+    return f"{judged}{under}: {counts_phrase(counts)}"
 
 
 def _members(rows: tuple[LayerRow, ...]) -> list[LayerResult]:
@@ -255,25 +254,25 @@ def _members(rows: tuple[LayerRow, ...]) -> list[LayerResult]:
 
 
 def _print_advice(console: Console, rows: tuple[LayerRow, ...]) -> None:
-    """A line of cause and a line of fix per verdict kind, in the rows' order."""
+    """A line of cause and a line of fix per verdict kind, in the rows' order; a verdict whose
+    rows have different causes (a frozen layer, another left out of the optimizer) gets each,
+    named by its first row's layers."""
+    advised: dict[tuple[str, Advice], LayerRow] = {}
+    for row in rows:
+        if row.advice is not None:
+            advised.setdefault((row.verdict, row.advice), row)
+    kinds = [verdict for verdict, _ in advised]
     grid = Table.grid(padding=(0, 1, 0, 0))
     grid.add_column(width=VERDICT_WIDTH, no_wrap=True)
     grid.add_column()
-    seen: set[str] = set()
-    for row in rows:
-        if row.verdict in seen:
-            continue
-        seen.add(row.verdict)
-        same = [m for r in rows for m in r.members if m.verdict == row.verdict]
-        advice = verdict_advice(sorted(same, key=lambda m: -m.severity))
-        if advice is None:
-            continue
-        style = VERDICT_STYLES.get(row.verdict, "")
+    for (verdict, advice), row in advised.items():
+        style = VERDICT_STYLES.get(verdict, "")
+        where = f"{row.layer_text()}: " if kinds.count(verdict) > 1 else ""
         if advice.cause:
-            grid.add_row(Text(row.verdict, style=style), Text(advice.cause))
+            grid.add_row(Text(verdict, style=style), Text(where + advice.cause))
             grid.add_row(Text("fix", justify="right"), Text(advice.fix))
         else:  # a hint not shortened yet: whole, cause and fix in one
-            grid.add_row(Text(row.verdict, style=style), Text(advice.fix))
+            grid.add_row(Text(verdict, style=style), Text(where + advice.fix))
     if grid.row_count:
         console.print(Padding(grid, (0, 0, 0, INDENT)))
 
@@ -356,13 +355,13 @@ def _print_note(console: Console, note: Note) -> None:
 def _flexible_widths(
     width: int, step_width: int, names: list[str], numbers: int
 ) -> tuple[int, int]:
-    """Widths of the parameter and trend columns: names first, trend between 16 and 24 (none
+    """Widths of the parameter and trend columns: names first, trend between 8 and 24 (none
     when the names need the room: a narrow terminal)."""
     columns = 4 + numbers
     fixed = VERDICT_WIDTH + step_width + NUMBER_WIDTH * numbers + (columns - 1)
     available = max(width - fixed, MIN_NAME)
     longest = max((len(name) for name in names), default=MIN_NAME)
-    trend = min(MAX_TREND, max(16, available - longest))
+    trend = min(MAX_TREND, max(MIN_TREND, available - longest))
     trend = min(trend, available - MIN_NAME)
     if trend < MIN_TREND:
         return max(available, MIN_NAME), 0
