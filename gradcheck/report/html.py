@@ -24,13 +24,7 @@ from gradcheck.model import LayerResult, Report, RunReport, Sweep
 from gradcheck.report.escape import terminal_lines
 from gradcheck.report.interface import Formatter
 from gradcheck.report.layers import LayerRow, LayerView, layer_view
-from gradcheck.report.sweep_view import (
-    hparams_line,
-    rank_header,
-    ranking_rows,
-    relation_lines,
-    sweep_headline,
-)
+from gradcheck.report.sweep_view import hparams_line, hparams_text, relation_lines, sweep_headline
 from gradcheck.report.view import (
     KEY_NUMBERS,
     clipping_applies,
@@ -101,7 +95,7 @@ class HtmlFormatter(Formatter):
         views = [layer_view(run) for run in runs]
         body = [f"<h1>gradcheck {escape(report.version)}: {escape(report_summary(report))}</h1>"]
         body += [warning(text) for text in report.warnings]
-        body += _overview(runs, views)
+        body += _overview(runs, views, report.sweep)
         if report.sweep is not None:
             body += _sweep(report.sweep)
         for number, (run, view) in enumerate(zip(runs, views, strict=True), 1):
@@ -172,12 +166,19 @@ def _judged(run: RunReport, view: LayerView) -> str:
 OVERVIEW_HEADINGS = ["run", "verdicts", "worst finding", "from step"]
 
 
-def _overview(runs: list[RunReport], views: list[LayerView]) -> list[str]:
-    """The table every reader starts from: a row per run (failing ``--fail-on`` first), its
-    verdict counts, its worst finding and its onset, linked to the run's section."""
+def _overview(runs: list[RunReport], views: list[LayerView], sweep: Sweep | None) -> list[str]:
+    """The table every reader starts from: a row per run (failing ``--fail-on`` first; in a
+    sweep, ranked worst first with its hyperparameters), its verdict counts, its worst finding
+    and its onset, linked to the run's section."""
     root = _common_root([run.run for run in runs])
+    numbered = list(enumerate(zip(runs, views, strict=True), 1))
+    settings: dict[str, str] = {}
+    if sweep is not None:
+        rank = {entry.run: position for position, entry in enumerate(sweep.ranking)}
+        numbered.sort(key=lambda item: rank.get(item[1][0].run, len(rank)))
+        settings = {entry.run: hparams_text(entry, sweep) for entry in sweep.ranking}
     rows = []
-    for number, (run, view) in enumerate(zip(runs, views, strict=True), 1):
+    for number, (run, view) in numbered:
         counts = verdict_counts(run)
         shown = [f'<span class="{v}">{counts[v]} {escape(v)}</span>' for v in counts if counts[v]]
         verdicts = " · ".join(shown) if run.judgeable else '<span class="unjudged">unjudged</span>'
@@ -196,11 +197,13 @@ def _overview(runs: list[RunReport], views: list[LayerView]) -> list[str]:
             f'<tr><td><a href="#{anchor(number)}"><code>{escape(name)}</code></a></td>'
             f"<td>{verdicts}</td><td>{finding}</td>"
             + number_cell(onset, step_text(onset))
+            + (f"<td>{escape(settings.get(run.run, ''))}</td>" if sweep and sweep.hparams else "")
             + "</tr>"
         )
     under = f" under <code>{escape(root)}</code>" if root else ""
     heading = f'<h2 id="overview">{plural(len(runs), "run")}{under}</h2>'
-    return [heading, sortable_table(OVERVIEW_HEADINGS, rows)]
+    headings = OVERVIEW_HEADINGS + (["hyperparameters"] if sweep and sweep.hparams else [])
+    return [heading, sortable_table(headings, rows)]
 
 
 def _common_root(paths: list[str]) -> str:
@@ -340,26 +343,12 @@ def warning(text: str) -> str:
 
 
 def _sweep(sweep: Sweep) -> list[str]:
-    """The sweep view: headline, hyperparameters, relations, and every run ranked (a table
-    that sorts by a clicked heading)."""
+    """The sweep view's words: headline, hyperparameters and their relations with the verdicts
+    (the runs, ranked with their hyperparameters, are the overview's rows)."""
     parts = [f"<h2>{escape(sweep_headline(sweep))}</h2>", f"<p>{escape(hparams_line(sweep))}</p>"]
     relations = relation_lines(sweep)
     if relations:
         parts.append("<ul>" + "".join(f"<li>{escape(text)}</li>" for text in relations) + "</ul>")
-    rows, _ = ranking_rows(sweep, limit=None)
-    markup = []
-    for row in rows:
-        rank, verdict, run, worst, first_bad, *hparams = row.cells(sweep)
-        markup.append(
-            "<tr>"
-            + number_cell(int(rank), rank)
-            + f'<td class="{escape(verdict)}">{escape(verdict)}</td>'
-            + f"<td><code>{escape(run)}</code></td><td><code>{escape(worst)}</code></td>"
-            + number_cell(int(first_bad) if first_bad else None, first_bad)
-            + "".join(f"<td>{escape(text)}</td>" for text in hparams)
-            + "</tr>"
-        )
-    parts.append(sortable_table(list(rank_header(sweep)), markup))
     return parts
 
 
