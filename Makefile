@@ -13,24 +13,26 @@ TORCH  ?= torch==2.13.0
 # bench caches bytecode itself: bench/run.py's child_environment).
 COMPILE = $(BIN)/python -m compileall -q gradcheck
 
-.PHONY: install install-core demo report-demo test lint format sample-runs bench clean
+.PHONY: install install-core demo report-demo test lint format sample-runs bench clean dist \
+	dist-check docs docs-serve
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# Core + dev tools + the frameworks the tests train with.
+# Core + dev and docs tools + the frameworks the tests train with.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[dev,keras,torch]"
+	$(BIN)/pip install -q -e ".[dev,docs,html,keras,torch]"
 	$(COMPILE)
 	touch $(STAMP)
 
 install: $(STAMP)
 
-# Core only: what a user needs to read logs (no TensorFlow, no torch).
+# What a user needs to read logs and write every format (no TensorFlow, no torch): the core
+# and the html extra (plotly).
 install-core: | $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e ".[html]"
 	$(COMPILE)
 
 demo: install-core
@@ -47,13 +49,13 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check gradcheck tests bench scripts
-	$(BIN)/ruff format --check gradcheck tests bench scripts
+	$(BIN)/ruff check gradcheck tests bench scripts .github docs
+	$(BIN)/ruff format --check gradcheck tests bench scripts .github docs
 	$(BIN)/mypy
 
 format: $(STAMP)
-	$(BIN)/ruff format gradcheck tests bench scripts
-	$(BIN)/ruff check --fix gradcheck tests bench scripts
+	$(BIN)/ruff format gradcheck tests bench scripts .github docs
+	$(BIN)/ruff check --fix gradcheck tests bench scripts .github docs
 
 sample-runs: $(STAMP)
 	$(BIN)/python scripts/make_sample_runs.py --out sample_runs
@@ -62,5 +64,23 @@ sample-runs: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
+# A wheel (with the compiled C engine: a failed compile is an error here) and an sdist in
+# dist/, built from the venv's setuptools without a build environment of their own.
+dist: | $(BIN)/python
+	$(BIN)/pip install -q build "setuptools>=77" wheel
+	rm -rf dist build
+	GRADCHECK_REQUIRE_EXT=1 $(BIN)/python -m build --quiet --no-isolation --outdir dist .
+
+# The wheel installed alone in a fresh venv, no compiler, analysing a copy of sample_runs/.
+dist-check: dist
+	$(BIN)/python scripts/check_dist.py dist
+
+# The documentation site in site/; warnings are errors. docs-serve: the same, live.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-serve: $(STAMP)
+	$(BIN)/mkdocs serve
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

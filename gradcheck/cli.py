@@ -20,6 +20,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+from click.exceptions import NoArgsIsHelpError
+from click.shell_completion import CompletionItem
 
 from gradcheck import __version__
 from gradcheck.errors import GradcheckError, InputError
@@ -148,6 +150,9 @@ def report_error(error: Exception, debug: bool) -> ExitStatus:
         import traceback  # only here: ~3 ms at every start otherwise
 
         traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    if isinstance(error, NoArgsIsHelpError):  # bare `gradcheck`: the help, as click gives it
+        click.echo(error.ctx.get_help(), err=True)
+        return ExitStatus.INPUT_ERROR
     if isinstance(error, click.UsageError) and error.ctx is not None:
         hint = f" (see '{error.ctx.command_path} --help')"
         say(f"error: {one_line(error.format_message())}{hint}")
@@ -176,6 +181,16 @@ def one_line(text: str) -> str:
     return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
+def complete_paths(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of a path: the shell completes files and directories itself."""
+    return [CompletionItem(incomplete, type="file")]
+
+
+def complete_report(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of ``--report FORMAT:FILE``: the formats, each with its colon."""
+    return [CompletionItem(f"{name}:") for name in FORMAT_CHOICES if name.startswith(incomplete)]
+
+
 def debug_option(function: Callable[..., Any]) -> Callable[..., Any]:
     """``--debug``: read by :meth:`GradcheckGroup.main` before parsing; declared for --help."""
     return click.option(
@@ -191,7 +206,11 @@ def format_options(
 
     def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
         function = click.option(
-            "--output", "-o", metavar="FILE", help=f"Write the {document} to FILE, not stdout."
+            "--output",
+            "-o",
+            metavar="FILE",
+            shell_complete=complete_paths,
+            help=f"Write the {document} to FILE, not stdout.",
         )(function)
         return click.option(
             "--format",
@@ -250,6 +269,7 @@ def config_option(function: Callable[..., Any]) -> Callable[..., Any]:
         "--config",
         "config_path",
         metavar="FILE",
+        shell_complete=complete_paths,
         help="Thresholds from a TOML file (default: [tool.gradcheck] in ./pyproject.toml).",
     )(function)
 
@@ -273,7 +293,7 @@ def jobs_options(function: Callable[..., Any]) -> Callable[..., Any]:
         "--scheduler",
         metavar="ADDRESS",
         help="Send the work to a Dask cluster: its scheduler's address (tcp://HOST:8786), or"
-        " local[:N] for N worker processes on this machine (needs gradcheck[dask]).",
+        " local[:N] for N worker processes on this machine (needs dask[distributed]).",
     )(function)
     return click.option(
         "--jobs",
@@ -323,24 +343,29 @@ def _settings(
 
 @click.group(
     cls=GradcheckGroup,
-    # A fixed help width: the README quotes --help, and a test keeps the quote true.
+    # A fixed help width: the docs' command reference is this --help (docs/reference/cli.md).
     context_settings={"help_option_names": ["-h", "--help"], "terminal_width": 80},
     epilog=EXIT_STATUS_HELP,
 )
 @click.version_option(__version__, "-V", "--version", prog_name="gradcheck")
 @debug_option
 def cli() -> None:
-    """Find vanishing, exploding, NaN and static gradients and weights in TensorBoard logs."""
+    """Find vanishing, exploding, NaN and static gradients and weights in TensorBoard logs.
+
+    Start with: gradcheck analyze LOGDIR (the directory your SummaryWriter or Keras
+    TensorBoard callback writes to).
+    """
 
 
 @cli.command(epilog=EXIT_STATUS_HELP)
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...", shell_complete=complete_paths)
 @format_options(FORMAT_CHOICES, "report")
 @click.option(
     "--report",
     "reports",
     multiple=True,
     metavar="FORMAT:FILE",
+    shell_complete=complete_report,
     callback=lambda ctx, param, value: [_report_target(text) for text in value],
     help="Also write the report in FORMAT to FILE (repeatable; stdout keeps --format).",
 )
@@ -496,7 +521,7 @@ def _report_target(text: str) -> tuple[str, str]:
 
 
 @cli.command(epilog=INSPECT_EXIT_STATUS_HELP)
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...", shell_complete=complete_paths)
 @format_options(INSPECT_FORMAT_CHOICES, "listing")
 @click.option("--grad-pattern", metavar="RE", help="Regex for gradient tags, group (?P<name>).")
 @click.option("--weight-pattern", metavar="RE", help="Regex for weight tags, group (?P<name>).")
@@ -525,8 +550,8 @@ def inspect(
 
 
 @cli.command(epilog=COMPARE_EXIT_STATUS_HELP)
-@click.argument("run_a", metavar="RUN_A")
-@click.argument("run_b", metavar="RUN_B")
+@click.argument("run_a", metavar="RUN_A", shell_complete=complete_paths)
+@click.argument("run_b", metavar="RUN_B", shell_complete=complete_paths)
 @format_options(COMPARE_FORMAT_CHOICES, "comparison")
 @steps_option
 @click.option(
@@ -612,7 +637,7 @@ Exit status:
 
 
 @cli.command(epilog=WATCH_EXIT_STATUS_HELP)
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...", shell_complete=complete_paths)
 @click.option(
     "--interval",
     type=click.FloatRange(min=0.05),
@@ -932,12 +957,21 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask
 
 
+DAMAGE_SAID = 10
+"""Warnings about damaged or unreadable files said on stderr at most (the report has all)."""
+
+
 def _note_warnings(report: Report, format_names: list[str], written: list[tuple[str, str]]) -> None:
-    """On stderr: warnings a CSV document has no room for, and where the reports went."""
-    warnings = [*report.warnings, *(w for run in report.runs for w in run.warnings)]
+    """On stderr: damaged or unreadable files whatever the format (a CI log shows them), every
+    warning when a CSV document, which has no room for them, is made; where reports went."""
     if "csv" in format_names:
-        for warning in warnings:
-            say(f"warning: {warning}")
+        warnings = [*report.warnings, *(f"{r.run}: {w}" for r in report.runs for w in r.warnings)]
+    else:
+        warnings = [f"{run.run}: {line}" for run in report.runs for line in run.damage]
+    for warning in warnings[:DAMAGE_SAID]:
+        say(f"warning: {warning}")
+    if len(warnings) > DAMAGE_SAID:
+        say(f"warning: and {len(warnings) - DAMAGE_SAID} more (the report lists them)")
     for format_name, path in written:
         say(f"wrote {format_name} report to {path}")
 

@@ -1,4 +1,4 @@
-"""``gradcheck.config``, as the README shows it: the thresholds live in ``verdicts/config.py``."""
+"""``gradcheck.config``, as the docs show it: the thresholds live in ``verdicts/config.py``."""
 
 from gradcheck.verdicts.config import DEFAULT_CONFIG, Config, load_config
 

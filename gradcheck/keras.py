@@ -18,8 +18,8 @@ Overhead: a logged step costs a few training steps' time, steps that are not log
 at the default ``every_n_steps=100`` training slows by a few percent (figures from
 ``bench/callback_overhead.py`` in ``bench/README.md``).
 
-Needs TensorFlow (``pip install 'gradcheck[keras]'``); this is the only gradcheck module that
-imports it.
+Needs TensorFlow (``pip install tensorflow``, or gradcheck's ``keras`` extra); this is the only
+gradcheck module that imports it.
 """
 
 from __future__ import annotations

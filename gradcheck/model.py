@@ -415,6 +415,9 @@ class RunReport:
     """First and last wall time of the run's histograms (None without any)."""
     hparams: Mapping[str, HParamValue] = field(default_factory=dict)
     """The hyperparameters the run logged with the HParams plugin (``RunData.hparams``)."""
+    damage: tuple[str, ...] = ()
+    """The ``warnings`` that are about damaged or unreadable files (the CLI repeats them on
+    stderr whatever the format, so that a CI log shows them)."""
 
     @property
     def judgeable(self) -> bool:

@@ -70,7 +70,8 @@ def analyze(
     times cheaper to send back from a worker process (``bench/README.md``, "Worker processes").
 
     Raises ``InputError`` for a missing path, no event file, no run or parameter matching the
-    globs, or when no histogram or scalar can be read at all (exit status 2 in the CLI).
+    globs, or when no event can be read at all (exit status 2 in the CLI); event files of
+    graphs, images or text only give runs with nothing to judge (``RunReport.judgeable``).
     """
     window = steps if steps is not None else StepWindow()
     storage = StorageOptions.of(storage_options)
@@ -340,7 +341,7 @@ def load_runs(
         parts_by_run = read_runs(runs, window, progress, chosen, storage)
     loaded = []
     for path, run, parts in zip(paths, runs, parts_by_run, strict=True):
-        _check_readable([path], parts, window)
+        _check_readable([path], parts, window, values=True)
         data = merge([part.data for part in parts])
         loaded.append(LoadedRun(data, _judged_data(run, data, parts, config, rules)))
     return loaded
@@ -411,7 +412,8 @@ def _judged_data(
     """The report on ``run``'s merged ``data`` (its ``parts``: whether any value was kept)."""
     report = analyze_run(data, config, rules, open_end, charts)
     warnings = report.warnings
-    if not any(part.values_kept for part in parts):
+    read_nothing = not any(info.events for info in data.file_infos)  # else: report.holds says
+    if read_nothing and not any(part.values_kept for part in parts):
         warnings += ("no histogram or scalar could be read in this run",)
     return replace(report, run=run.path, warnings=warnings)
 
@@ -471,7 +473,7 @@ def select_runs(runs: Sequence[Run], run_glob: str | None) -> list[Run]:
         return list(runs)
     selected = [run for run in runs if _matches(run_glob, run.path, os.path.basename(run.path))]
     if not selected:
-        names = ", ".join(run.path for run in runs)
+        names = listed([run.path for run in runs])
         raise InputError(f"no run matches --run {run_glob!r} (runs found: {names})")
     return selected
 
@@ -501,19 +503,33 @@ def _matches(pattern: str, *names: str | None) -> bool:
     return any(name is not None and fnmatch.fnmatchcase(name, pattern) for name in names)
 
 
-def _check_readable(paths: Sequence[str], parts: Sequence[FilePart], window: StepWindow) -> None:
-    """Nothing to analyse is an input error that says why, not an empty report."""
-    where = ", ".join(paths)
+def _check_readable(
+    paths: Sequence[str], parts: Sequence[FilePart], window: StepWindow, values: bool = False
+) -> None:
+    """Nothing to analyse is an input error that says why, not an empty report.
+
+    Event files whose records verify but hold no histogram or scalar (a graph, images, text)
+    are a log with nothing to judge, which the report says (exit status 4, as for a log of
+    scalars only); with ``values`` (``compare``, which needs numbers to compare) an error."""
+    where = listed(paths)
     if not any(part.values_read for part in parts):
         unopened = [d for part in parts for d in part.data.damages if d.kind == "unreadable"]
         if unopened:  # the reason, not "0 bytes": the file could not be read at all
-            reasons = "; ".join(damage.message for damage in unopened[:3])
-            more = f" (and {len(unopened) - 3} more)" if len(unopened) > 3 else ""
-            raise InputError(f"nothing could be read from {where}: {reasons}{more}")
+            reasons = listed([damage.message for damage in unopened], 1)
+            raise InputError(f"nothing could be read from {where}: {reasons}")
         infos = [info for part in parts for info in part.data.file_infos]
-        raise InputError(f"no TensorBoard records could be read from {where}: {_why(infos)}")
+        if values or not any(info.events for info in infos):
+            raise InputError(f"no TensorBoard records could be read from {where}: {_why(infos)}")
+        return
     if not any(part.values_kept for part in parts):
         raise InputError(f"no histogram or scalar in steps {window} under {where}")
+
+
+def listed(names: Sequence[str], limit: int = 3) -> str:
+    """``a, b, c and 4 more``: the first ``limit`` names, the rest counted (a message stays
+    one short line however many paths or runs there are)."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def _why(infos: Sequence[FileInfo]) -> str:
@@ -524,7 +540,7 @@ def _why(infos: Sequence[FileInfo]) -> str:
     if not any(info.records for info in infos):
         return f"no valid TFRecord in {files} (not event files, or damaged beyond repair)"
     events = sum(info.events for info in infos)
-    return f"{events} events in {files} but no histogram or scalar (graphs or metadata only)"
+    return f"{events} events in {files} but no histogram or scalar (graphs, images, text only)"
 
 
 def plural(count: int, noun: str) -> str:

@@ -1,4 +1,4 @@
-"""Exit statuses of the ``gradcheck`` command, defined once (documented in the README)."""
+"""Exit statuses of the ``gradcheck`` command, defined once (README, docs/reference)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``gradcheck.steps``, as the README shows it: the step window lives in ``events/steps.py``."""
+"""``gradcheck.steps``, as the docs show it: the step window lives in ``events/steps.py``."""
 
 from gradcheck.events.steps import StepWindow
 

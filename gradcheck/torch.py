@@ -17,7 +17,8 @@ default bins' 1e20, as in an exploding run) gets the same equal-width histogram 
 exception or dropped values.
 
 Works with ``torch.utils.tensorboard.SummaryWriter`` and ``tensorboardX.SummaryWriter``. Needs
-torch (``pip install 'gradcheck[torch]'``); this is the only gradcheck module importing it.
+torch (``pip install torch``, gradcheck's ``torch`` extra); this is the only gradcheck module
+importing it.
 """
 
 from __future__ import annotations

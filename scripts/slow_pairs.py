@@ -16,7 +16,7 @@ epoch, no gradient), trained for 5 epochs of 12 batches with plain SGD twice:
   float32 resolution, the weights stay bit-identical.
 
 Deterministic (seeded); a few seconds each on 2 CPU cores. ``tests/test_slow_real.py`` writes
-them into a temporary directory; the README's transcript reads ``sample_slow/tiny_lr`` and
+them into a temporary directory; the docs' transcript reads ``sample_slow/tiny_lr`` and
 ``sample_slow/healthy``, written by ``python scripts/slow_pairs.py --out sample_slow --only
 tiny_lr healthy``.
 """

@@ -65,19 +65,16 @@ def bucket_total(record: HistogramRecord) -> float:
     return float(np.sum(record.counts))
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-HELPERS_SECTION = "## Writing better logs"
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "better-logs.md"
+"""The documentation's guide to the helpers (the README's snippets are blocks of it)."""
 
 
 def readme_helper_examples(module: str, log_dir: Path) -> list[str]:
-    """The ``python3`` code blocks of the README's helpers section that import ``module``, with
-    their ``"logs/`` directories moved under ``log_dir``. (``python3``, not ``python``: these
-    need TensorFlow or torch and data, so the framework-free README test does not run them;
-    the helper tests do, with a tiny model and data in scope.)"""
-    text = README.read_text(encoding="utf-8")
-    start = text.index(HELPERS_SECTION)
-    end = text.find("\n## ", start + len(HELPERS_SECTION))
-    section = text[start : end if end >= 0 else len(text)]
+    """The ``python3`` code blocks of the helpers' guide that import ``module``, with their
+    ``"logs/`` directories moved under ``log_dir``. (``python3``, not ``python``: these need
+    TensorFlow or torch and data, so the framework-free docs test does not run them; the
+    helper tests do, with a tiny model and data in scope.)"""
+    section = GUIDE.read_text(encoding="utf-8")
     blocks = re.findall(r"^```python3\n(.*?)^```$", section, re.S | re.M)
     return [
         block.replace('"logs/', f'"{log_dir}/') for block in blocks if f"from {module}" in block

@@ -213,9 +213,17 @@ def test_unreadable_event_file(tmp_path: Path, contents: bytes, why: str) -> Non
     )
 
 
-def test_only_non_summary_events(tmp_path: Path) -> None:
+def test_only_non_summary_events_are_nothing_to_judge(tmp_path: Path) -> None:
+    """A readable log of a graph only is a log with nothing to judge (4), as one of scalars
+    only is, not an input error (2): the file is fine, the logging is what to change."""
     ef.write_events(tmp_path / "events.out.tfevents.1", [ef.file_version(), ef.graph()])
-    assert_one_line_error(invoke("analyze", str(tmp_path)), "no histogram or scalar")
+    result = invoke("analyze", str(tmp_path))
+    assert result.exit_code == ExitStatus.NOTHING_TO_JUDGE, result.output
+    assert "nothing to judge: no histogram or scalar (2 events: graphs" in result.stdout
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("gradcheck: nothing to judge: ") and "gradcheck.torch" in line
+    compared = invoke("compare", str(tmp_path), str(tmp_path))  # nothing to compare: an error
+    assert_one_line_error(compared, "no TensorBoard records", "no histogram or scalar")
 
 
 @pytest.mark.parametrize(
@@ -268,7 +276,10 @@ def test_damaged_file_is_a_warning_not_a_failure(logs: Path, tmp_path: Path) -> 
     assert as_csv.exit_code == ExitStatus.OK
     (warning,) = as_csv.stderr.splitlines()  # CSV has no room for warnings: stderr has them
     assert warning.startswith("gradcheck: warning: ") and "byte" in warning
-    assert warning == f"gradcheck: warning: {in_json}"  # the same words as in JSON
+    assert warning == f"gradcheck: warning: {damaged.parent}: {in_json}"  # JSON's words
+    for format_name in ("json", "table", "markdown", "github", "junit"):
+        result = invoke("analyze", str(damaged.parent), "--format", format_name)
+        assert result.stderr.splitlines() == [warning], format_name  # stderr in every format
 
 
 # --- the command itself -----------------------------------------------------------------------

@@ -111,7 +111,6 @@ def test_a_run_with_nothing_readable_is_reported_among_readable_ones(tmp_path: P
     [
         (b"", "1 event file, empty (0 bytes)"),
         (b"\x00garbage" * 300, "no valid TFRecord in 1 event file"),
-        (ef.frame([ef.file_version().SerializeToString()]), "1 events in 1 event file but no"),
     ],
 )
 def test_nothing_readable_says_why(tmp_path: Path, content: bytes, reason: str) -> None:
@@ -119,6 +118,16 @@ def test_nothing_readable_says_why(tmp_path: Path, content: bytes, reason: str) 
     with pytest.raises(InputError, match="no TensorBoard records could be read from") as error:
         run_analysis(tmp_path)
     assert reason in str(error.value)
+
+
+def test_events_without_values_are_a_run_with_nothing_to_judge(tmp_path: Path) -> None:
+    (tmp_path / "events.out.tfevents.1.host").write_bytes(
+        ef.frame([ef.file_version().SerializeToString()])
+    )
+    (run,) = run_analysis(tmp_path).runs
+    assert not run.judgeable
+    assert run.holds == "no histogram or scalar (1 event: graphs, images or text)"
+    assert run.warnings == ()
 
 
 def test_reduce_file_can_run_in_another_process(tmp_path: Path) -> None:

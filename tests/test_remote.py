@@ -325,7 +325,8 @@ def test_a_missing_backend_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch
         monkeypatch.delitem(registry, protocol, raising=False)
         line = one_line_error(invoke("analyze", f"{protocol}://bucket/logs"))
         assert line == (
-            f"gradcheck: error: {protocol}:// needs {module}: pip install 'gradcheck[{extra}]'"
+            f"gradcheck: error: {protocol}:// needs {module}: "
+            f"pip install {module} (gradcheck's {extra} extra)"
         )
 
 

@@ -169,5 +169,10 @@ def test_a_scheduler_that_does_not_answer_is_an_input_error(
 
 def test_without_dask_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "distributed", None)  # import fails
-    with pytest.raises(InputError, match=r"'gradcheck\[dask\]'"), cluster.connect("local:1"):
+    with (
+        pytest.raises(
+            InputError, match=r"pip install 'dask\[distributed\]' \(gradcheck's dask extra\)"
+        ),
+        cluster.connect("local:1"),
+    ):
         pass

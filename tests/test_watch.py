@@ -396,10 +396,10 @@ def test_watch_stops_a_diverging_training(tmp_path: Path) -> None:
 
 
 def test_the_readme_recipe_stops_a_diverging_training(tmp_path: Path) -> None:
-    """The sidecar recipe of the README, run as written (``python`` and ``gradcheck`` on the
-    PATH are this interpreter and this checkout)."""
+    """The sidecar recipe of the watch guide, run as written (``python`` and ``gradcheck`` on
+    the PATH are this interpreter and this checkout)."""
     pytest.importorskip("torch")
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "guides" / "watch.md").read_text(encoding="utf-8")
     recipe = readme.split("<!-- watch-recipe:")[1].split("```sh\n")[1].split("```")[0]
     (tmp_path / "train.py").write_text(TRAINER, encoding="utf-8")
     bin_dir = tmp_path / "bin"

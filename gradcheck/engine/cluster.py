@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from gradcheck._optional import install_hint
 from gradcheck.engine.pool import Workers, default_jobs
 from gradcheck.errors import ConfigError, InputError
 
@@ -43,9 +44,7 @@ def connect(spec: str) -> Iterator[Workers]:
         from distributed import Client, LocalCluster
         from distributed.scheduler import KilledWorker
     except ImportError:
-        raise InputError(
-            "--scheduler needs dask.distributed: pip install 'gradcheck[dask]'"
-        ) from None
+        raise InputError(f"--scheduler needs dask.distributed: {install_hint('dask')}") from None
     logging.getLogger("distributed").setLevel(logging.CRITICAL)  # stderr is for gradcheck's lines
     cluster = None
     try:

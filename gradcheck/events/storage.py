@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from gradcheck._optional import install_hint
 from gradcheck.errors import InputError
 
 BLOCK_SIZE = 16 << 20
@@ -254,7 +255,7 @@ def _install_hint(url: str, error: ImportError) -> str:
     if module in ("", "fsspec"):  # fsspec's own class, needing another library (hdfs: pyarrow)
         module = (getattr(error, "name", None) or "").split(".")[0] or module or "?"
     extra = EXTRAS.get(module)
-    install = f"pip install 'gradcheck[{extra}]'" if extra else f"pip install {module}"
+    install = install_hint(extra) if extra else f"pip install {module}"
     return f"{scheme}:// needs {module}: {install}"
 
 

@@ -78,7 +78,7 @@ SHORT: dict[str, Advice] = {
         "lower the learning rate, add normalisation, check for dead ReLUs",
     ),
     hints.STATIC_BN_AFFINE: Advice(
-        "BatchNorm frozen, not in the optimizer, or run in inference mode",
+        "BatchNorm frozen, not in the optimizer, or in inference mode",
         "if not on purpose: trainable=True / model.train(), optimizer params",
     ),
     hints.STATIC_BN_MOVING: Advice(
@@ -86,11 +86,11 @@ SHORT: dict[str, Advice] = {
         "if not on purpose: training=True / model.train() while training",
     ),
     hints.STATIC_FROZEN: Advice(
-        "no gradient computed for them: frozen, or not connected to the loss",
+        "no gradient computed: frozen, or not connected to the loss",
         "if not on purpose: requires_grad/trainable, or connect to the loss",
     ),
     hints.STATIC_PLAIN: Advice(
-        "weights never updated: frozen, not in the optimizer, or no gradient",
+        "never updated: frozen, not in the optimizer, or no gradient",
         "if not on purpose: requires_grad/trainable, the optimizer's params",
     ),
     hints.STATIC_FLOAT32.split("{", 1)[0]: Advice(
@@ -103,7 +103,8 @@ SHORT: dict[str, Advice] = {
     ),
 }
 """Keyed by each hint's text (or its opening, before a number the rule fills in); each line at
-most :data:`LINE` characters, so that it stays one line beside its verdict at 80 columns."""
+most :data:`LINE` characters, so that it stays one line beside its verdict at 80 columns (the
+static ones shorter: a verdict with several causes names each one's layers before it)."""
 LINE = 68
 
 

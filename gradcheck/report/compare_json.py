@@ -1,4 +1,4 @@
-"""``gradcheck compare --format json``: the comparison as a versioned contract (README).
+"""``gradcheck compare --format json``: the comparison as a versioned contract (see the docs).
 
 Schema 1: ``schema``, ``gradcheck``, ``a``, ``b``, ``summary`` and per parameter ``name``,
 ``in``, ``verdict_a``, ``verdict_b``, ``grad_norm_ratio_first``, ``grad_norm_ratio_median``,

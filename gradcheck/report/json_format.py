@@ -1,4 +1,4 @@
-"""The JSON format: a versioned contract for scripts and CI (schema documented in the README).
+"""The JSON format: a versioned contract for scripts and CI (schema in docs/reference/json.md).
 
 Every parameter appears, healthy ones included, sorted by severity (descending) within its run.
 Non-finite numbers become ``null`` so that the document is strict JSON (``jq``, ``json.loads``
@@ -42,12 +42,12 @@ class JsonFormatter(Formatter):
 
 
 def report_document(report: Report) -> dict[str, Any]:
-    """The report as plain JSON-safe data (the schema of the README)."""
+    """The report as plain JSON-safe data (docs/reference/json.md)."""
     return {**head_document(report), "runs": [run_document(run) for run in report.runs]}
 
 
 def head_document(report: Report) -> dict[str, Any]:
-    """The report's document without ``runs``, its last key (the schema of the README)."""
+    """The report's document without ``runs``, its last key (docs/reference/json.md)."""
     document: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "gradcheck": report.version,

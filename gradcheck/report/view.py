@@ -44,7 +44,7 @@ KEY_NUMBERS: tuple[KeyNumber, ...] = (
     KeyNumber("ratio\nto max", ("grad_ratio_to_largest",), format_ratio),
     KeyNumber("weight\nmoved", ("weight_movement",)),
 )
-"""Gradient norm median and last, ratio to the run's largest, weight movement (see README)."""
+"""Gradient norm median and last, ratio to the run's largest, weight movement (docs: Verdicts)."""
 
 
 @dataclass(frozen=True)

@@ -237,7 +237,7 @@ RANGES: dict[str, Range] = {
     "clip_most_steps_share": _FRACTION,
     "compare_factor": _FACTOR,
 }
-"""The allowed values of every numeric threshold (README, Configuration)."""
+"""The allowed values of every numeric threshold (the docs generate theirs from it)."""
 _PATTERN_KEYS = ("grad_pattern", "weight_pattern", "fail_on")
 
 

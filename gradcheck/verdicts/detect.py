@@ -143,6 +143,7 @@ def analyze_run(
         updates=updates,
         wall_times=_wall_times(data),
         hparams=dict(data.hparams),
+        damage=_damage(data),
     )
 
 
@@ -231,6 +232,10 @@ def holdings(data: RunData, roles: Mapping[str, ScalarRole]) -> str:
     scalars = list(data.scalars)
     histograms = [key[0] for key in data.histograms]
     if not scalars and not histograms:
+        events = sum(info.events for info in data.file_infos)
+        if events:
+            said = f"{events} event" + ("s" if events > 1 else "")
+            return f"no histogram or scalar ({said}: graphs, images or text)"
         return "no histogram or scalar"
     parts = []
     if histograms:
@@ -269,9 +274,11 @@ def coverage_notes(parameters: list[Parameter], gradients: GradientCoverage) -> 
 
 
 def _warnings(data: RunData) -> tuple[str, ...]:
-    lines = [f"{os.path.basename(d.file)}: {d.message}" for d in data.damages]
-    lines += [f"{os.path.basename(n.file)}: {n.message}" for n in data.notices]
-    return tuple(lines)
+    return _damage(data) + tuple(f"{os.path.basename(n.file)}: {n.message}" for n in data.notices)
+
+
+def _damage(data: RunData) -> tuple[str, ...]:
+    return tuple(f"{os.path.basename(d.file)}: {d.message}" for d in data.damages)
 
 
 def _rank_nan_findings(parameters: list[Parameter], findings: dict[str, list[Finding]]) -> None:

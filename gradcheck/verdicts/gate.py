@@ -57,20 +57,21 @@ def failing_runs(report: Report, fail_on: frozenset[Verdict]) -> list[RunReport]
     return [run for run in report.runs if any(fails(layer, fail_on) for layer in run.layers)]
 
 
-LOGGING_ADVICE = (
-    "log weights and gradients (gradcheck.keras.GradientLogger, gradcheck.torch.log_gradients), "
-    "per-parameter gradient norms (Lightning: self.log_dict(grad_norm(self, norm_type=2))) or a "
-    "global gradient norm"
-)
+LOGGING_ADVICE = "log weights and gradients (gradcheck.torch, gradcheck.keras)"
+"""The shortest useful advice (the docs' "Writing better logs" has the rest)."""
+
+HOLDS_SHOWN = 60
+"""Characters of a run's ``holds`` quoted in the one-line message (its scalars can be many)."""
 
 
 def nothing_to_judge(report: Report) -> str | None:
     """One line on what the logs hold when no run has anything to judge (else None): the
-    gate must not pass a run it could not judge."""
+    gate must not pass a run it could not judge. Under ~200 characters: the first run is
+    quoted, the others counted."""
     if not report.runs or any(run.judgeable for run in report.runs):
         return None
-    holdings = "; ".join(f"{run.run}: {run.holds}" for run in report.runs[:3])
-    more = len(report.runs) - 3
-    if more > 0:
-        holdings += f"; and {more} more runs"
-    return f"no weight or gradient signal to judge ({holdings}); {LOGGING_ADVICE}"
+    first = report.runs[0]
+    holds = first.holds if len(first.holds) <= HOLDS_SHOWN else first.holds[:HOLDS_SHOWN] + "…"
+    others = len(report.runs) - 1
+    more = f" (and {others} more run{'s' if others > 1 else ''})" if others else ""
+    return f"{first.run}: {holds}{more}; {LOGGING_ADVICE}"
