@@ -18,6 +18,7 @@ from gradcheck.events.discover import discover
 from gradcheck.events.reader import element_count, read_run, series_name
 from gradcheck.events.storage import StorageOptions
 from gradcheck.model import (
+    TENSORBOARD,
     Damage,
     FileInfo,
     HistogramRecord,
@@ -122,6 +123,10 @@ def inspect_paths(
         return inspect_records(records, rules)
     tally = _Tally()
     for run in runs:
+        if run.format != TENSORBOARD:  # another log format: its records, as the reference
+            for record in read_run(run, storage):
+                tally.add(record)
+            continue
         fastpath.census_run(run, tally, storage)
     return tally.report(rules)
 

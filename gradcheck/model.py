@@ -148,12 +148,21 @@ class HParamsRecord:
 Record = HistogramRecord | ScalarRecord | Damage | Notice | FileInfo | HParamsRecord
 
 
+TENSORBOARD = "tensorboard"
+"""``Run.format`` of a run of TensorBoard event files."""
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
-    """A directory that directly holds event files; ``files`` are sorted (merged in this order)."""
+    """One run: a directory that directly holds event files (``files`` sorted: merged in this
+    order), or a run of another log format (``gradcheck.sources``: ``format`` names it, its
+    ``files`` are what it reads, ``key`` is the format's name for the run inside them, as an
+    MLflow run id in a SQLite store)."""
 
     path: str
     files: tuple[str, ...]
+    format: str = TENSORBOARD
+    key: str = ""
 
 
 # --------------------------------------------------------------------------------------------

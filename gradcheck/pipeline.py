@@ -21,6 +21,7 @@ from gradcheck import __version__
 from gradcheck.engine import plan
 from gradcheck.engine.parts import FilePart as FilePart
 from gradcheck.engine.parts import reduce_file as reduce_file
+from gradcheck.engine.parts import reduce_stream
 from gradcheck.engine.pool import SPLIT_SIZE, Workers, map_shared, read_files
 from gradcheck.errors import InputError
 from gradcheck.events.discover import discover
@@ -35,6 +36,9 @@ from gradcheck.model import (
     Sweep,
 )
 from gradcheck.series.merge import merge
+from gradcheck.sources import WRITERS as SOURCE_WRITERS
+from gradcheck.sources import is_source
+from gradcheck.sources import records as source_records
 from gradcheck.tags import DEFAULT_RULES, TagRules
 from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
 from gradcheck.verdicts.detect import analyze_run
@@ -272,7 +276,10 @@ def _read_and_judged(
     """Runs read and judged, one after the other (a task of :func:`read_and_judge_runs`)."""
     judged = []
     for run in runs:
-        parts = [reduce_file(path, run.path, window, storage=storage) for path in run.files]
+        if is_source(run):
+            parts = [reduce_stream(source_records(run), window)]
+        else:
+            parts = [reduce_file(path, run.path, window, storage=storage) for path in run.files]
         report = analyze_parts(run, parts, config, rules, charts=charts)
         judged.append((report, [replace(part, data=_without_series(part.data)) for part in parts]))
     return judged
@@ -300,11 +307,18 @@ def read_runs(
     storage: StorageOptions = NO_OPTIONS,
 ) -> list[list[FilePart]]:
     """Every file of ``runs`` reduced (the map step: one independent task per file, or byte
-    range of a big file), grouped by run, in file order."""
-    tracker = _ProgressTracker(runs, progress, storage)
-    files = [(path, run.path) for run in runs for path in run.files]
+    range of a big file), grouped by run, in file order. A run of another log format
+    (``gradcheck.sources``) is read here, whole, as one part."""
+    event_runs = [run for run in runs if not is_source(run)]
+    tracker = _ProgressTracker(event_runs, progress, storage)
+    files = [(path, run.path) for run in event_runs for path in run.files]
     parts = iter(read_files(files, window, tracker, workers, storage))
-    parts_by_run = [[next(parts) for _ in run.files] for run in runs]
+    parts_by_run = [
+        [reduce_stream(source_records(run), window)]
+        if is_source(run)
+        else [next(parts) for _ in run.files]
+        for run in runs
+    ]
     tracker.finish()
     return parts_by_run
 
@@ -519,6 +533,8 @@ def _check_readable(
             raise InputError(f"nothing could be read from {where}: {reasons}")
         infos = [info for part in parts for info in part.data.file_infos]
         if values or not any(info.events for info in infos):
+            if infos and all(info.writer in SOURCE_WRITERS for info in infos):
+                raise InputError(f"nothing could be read from {where}: {_why_not_logged(parts)}")
             raise InputError(f"no TensorBoard records could be read from {where}: {_why(infos)}")
         return
     if not any(part.values_kept for part in parts):
@@ -530,6 +546,15 @@ def listed(names: Sequence[str], limit: int = 3) -> str:
     one short line however many paths or runs there are)."""
     shown = ", ".join(names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _why_not_logged(parts: Sequence[FilePart]) -> str:
+    """Why files of other log formats gave no value: their damage, else their emptiness."""
+    damages = [damage.message for part in parts for damage in part.data.damages]
+    if damages:
+        return listed(damages, 1)
+    writers = sorted({info.writer or "" for part in parts for info in part.data.file_infos})
+    return f"no value logged yet ({', '.join(writers)})"
 
 
 def _why(infos: Sequence[FileInfo]) -> str:

@@ -27,12 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gradcheck.engine import fastpath
-from gradcheck.engine.parts import FilePart, file_part, reduce_file
+from gradcheck.engine.parts import FilePart, file_part, reduce_file, reduce_stream
 from gradcheck.errors import InputError
 from gradcheck.events.discover import discover, merged
 from gradcheck.events.steps import StepWindow
 from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, open_binary
 from gradcheck.model import Run
+from gradcheck.sources import is_source
+from gradcheck.sources import records as source_records
 
 IDENTITY_BYTES = 64
 """Bytes at the start of a file remembered to tell a replaced file from a grown one: the first
@@ -85,6 +87,7 @@ class Follower:
         self._files: dict[str, _File] = {}
         self._found: dict[str, list[Run]] = {}  # each path's runs at its last listing
         self._waited: set[str] = set()  # missing paths' messages, said once
+        self._sources: dict[Run, tuple[tuple[tuple[int, int], ...], FilePart]] = {}
 
     def poll(self, final: bool = False) -> Poll:
         """Read what was appended since the previous poll (every file, the first time).
@@ -101,12 +104,19 @@ class Follower:
             waiting = " ".join(missing)
         changed: set[str] = set()
         new_bytes = 0
-        wanted = {path for run in runs for path in run.files}
+        wanted = {path for run in runs if not is_source(run) for path in run.files}
         for path in [path for path in self._files if path not in wanted]:
             warnings.append(f"{path}: no longer there; its records are no longer counted")
             changed.add(self._files.pop(path).run)
-        parts_by_run = []
+        parts_by_run: list[tuple[FilePart, ...]] = []
         for run in runs:
+            if is_source(run):
+                part, read = self._source_part(run)
+                if read:
+                    changed.add(run.path)
+                new_bytes += read
+                parts_by_run.append((part,))
+                continue
             parts = []
             for path in run.files:
                 state = self._files.setdefault(path, _File(path, run.path, self.storage))
@@ -129,10 +139,23 @@ class Follower:
             parts=tuple(parts_by_run),
             changed=frozenset(changed),
             new_bytes=new_bytes,
-            bytes_read=sum(state.end for state in self._files.values()),
+            bytes_read=sum(state.end for state in self._files.values())
+            + sum(size for run in runs if is_source(run) for size, _ in self._sources[run][0]),
             waiting=waiting,
             warnings=tuple(warnings),
         )
+
+    def _source_part(self, run: Run) -> tuple[FilePart, int]:
+        """The part of a run of another log format, read again whole when one of its files
+        changed size or time (their formats rewrite files: a CSV, a JSON state, a database);
+        the bytes read (0: unchanged)."""
+        signature = tuple(_size_and_time(path) for path in run.files)
+        known = self._sources.get(run)
+        if known is not None and known[0] == signature:
+            return known[1], 0
+        part = reduce_stream(source_records(run), self.window)
+        self._sources[run] = (signature, part)
+        return part, max(1, sum(size for size, _ in signature))
 
     def _discovered(self) -> tuple[list[Run], list[str], list[str]]:
         """The runs under the paths now, each path listed on its own: one that does not exist
@@ -166,6 +189,14 @@ class Follower:
             return True
         names = (run.path, os.path.basename(run.path))
         return any(fnmatch.fnmatchcase(name, self.run_glob) for name in names)
+
+
+def _size_and_time(path: str) -> tuple[int, int]:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return -1, 0
+    return status.st_size, status.st_mtime_ns
 
 
 def _advance(state: _File, window: StepWindow, warnings: list[str]) -> int:

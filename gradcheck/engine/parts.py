@@ -77,6 +77,14 @@ def reduce_file_reference(
     return FilePart(data=data, values_read=counter.read, values_kept=counter.kept)
 
 
+def reduce_stream(records: Iterable[Record], window: StepWindow) -> FilePart:
+    """A record stream that is not one event file's (a run of another log format,
+    ``gradcheck.sources``) reduced as :func:`reduce_file_reference` reduces a file's."""
+    counter = _ValueCounter()
+    data = reduce_records(counter.count(records, window))
+    return FilePart(data=data, values_read=counter.read, values_kept=counter.kept)
+
+
 def file_part(result: fastpath.RangeResult, path: str, run: str) -> FilePart:
     """A whole file's range result as a :class:`FilePart` (its notices and ``FileInfo`` added)."""
     data = fastpath.finish_file(result, path, run)

@@ -30,10 +30,20 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from gradcheck import sources
 from gradcheck.events.decode import Decoded, EventDecoder, UndecodableEvent
 from gradcheck.events.framing import Frame, FrameDamage, iter_frames
 from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, open_binary
-from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Record, Run, ScalarRecord
+from gradcheck.model import (
+    TENSORBOARD,
+    Damage,
+    FileInfo,
+    HistogramRecord,
+    Notice,
+    Record,
+    Run,
+    ScalarRecord,
+)
 
 MAX_COUNTS_KEPT = 64  # element counts remembered per tag and step, for collision notices
 # PyTorch and recent tensorboardX end file names in ``.<pid>.<sequence>``.
@@ -42,7 +52,11 @@ _PID_SEQUENCE_SUFFIX = re.compile(r"\.\d+\.\d+$")
 
 def read_run(run: Run, storage: StorageOptions = NO_OPTIONS) -> Iterator[Record]:
     """Every record of ``run``'s files, in file-name order, with state carried across files
-    (``storage``: the options for URLs)."""
+    (``storage``: the options for URLs). A run of another log format yields its format's
+    records (``gradcheck.sources``)."""
+    if run.format != TENSORBOARD:
+        yield from sources.records(run)
+        return
     state = _RunState(run.path)
     for path in run.files:
         yield from _read_file(path, state, storage)

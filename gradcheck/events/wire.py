@@ -63,3 +63,45 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             return value & ((1 << 64) - 1), pos
         shift += 7
     return 0, -1
+
+
+WireValue = int | bytes
+
+
+def message_fields(payload: bytes) -> list[tuple[int, WireValue]]:
+    """Every field of a protobuf message, in wire order: ``(number, value)``, the value a
+    varint as an unsigned int (wire type 0), a fixed64/fixed32 as its little-endian unsigned
+    int (1, 5), or the bytes of a length-delimited field (2: strings, bytes, messages).
+    ``ValueError`` when the payload is not a well-formed message (a truncated field, a group,
+    an invalid wire type): the caller decides what such a record costs. Used for formats whose
+    messages tensorboard's protobufs do not hold (W&B's ``Record``: ``gradcheck.sources``)."""
+    found: list[tuple[int, WireValue]] = []
+    pos, size = 0, len(payload)
+    while pos < size:
+        key, pos = _varint(payload, pos)
+        number, wire = key >> 3, key & 7
+        if pos < 0 or number == 0:
+            raise ValueError(f"bad field key at byte {pos}")
+        value: WireValue
+        if wire == 0:
+            value, pos = _varint(payload, pos)
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            value = int.from_bytes(payload[pos : pos + width], "little")
+            pos = pos + width if pos + width <= size else -1
+        elif wire == 2:
+            length, pos = _varint(payload, pos)
+            end = pos + length
+            value = payload[pos:end]
+            pos = end if pos >= 0 and end <= size else -1
+        else:
+            raise ValueError(f"wire type {wire} (groups are not read) in field {number}")
+        if pos < 0:
+            raise ValueError(f"field {number} runs past the end of the message")
+        found.append((number, value))
+    return found
+
+
+def signed(value: int) -> int:
+    """A varint read as protobuf's ``int64`` (two's complement of the 64-bit value)."""
+    return value - (1 << 64) if value >> 63 else value
