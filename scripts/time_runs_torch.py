@@ -47,6 +47,12 @@ class Spec:
     accumulate: bool = False
     """``optimizer.zero_grad()`` forgotten: gradients add up from step to step."""
     clip: float | None = None
+    """``clip_grad_norm_`` to this global norm after the gradients are logged."""
+    model: str = "mlp"
+    """``mlp``: ``hidden`` Linear layers; ``rnn``: one ``torch.nn.RNN`` (tanh) of width
+    ``hidden[0]`` over sequences of 20 steps (the sum of the inputs so far is the target)."""
+    optimizer: str = "sgd"
+    """``sgd`` (with ``momentum``) or ``adam``."""
 
 
 @dataclass
@@ -80,16 +86,13 @@ def write_run(log_dir: Path, spec: Spec) -> Truth:
     from gradcheck.torch import log_gradients
 
     torch.manual_seed(spec.seed)
-    x = torch.randn(512, 20) * spec.input_scale
-    y = (x @ torch.randn(20, 1) + 0.1 * torch.randn(512, 1)) * spec.target_scale
-    activation = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh}[spec.activation]
-    layers: list[Any] = []
-    width = 20
-    for size in spec.hidden:
-        layers += [torch.nn.Linear(width, size), activation()]
-        width = size
-    model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 1))
-    optimizer = torch.optim.SGD(model.parameters(), lr=spec.learning_rate, momentum=spec.momentum)
+    x, y, model = _rnn(torch, spec) if spec.model == "rnn" else _mlp(torch, spec)
+    if spec.optimizer == "adam":
+        optimizer: Any = torch.optim.Adam(model.parameters(), lr=spec.learning_rate)
+    else:
+        optimizer = torch.optim.SGD(
+            model.parameters(), lr=spec.learning_rate, momentum=spec.momentum
+        )
     scheduler = (
         torch.optim.lr_scheduler.LambdaLR(optimizer, spec.schedule) if spec.schedule else None
     )
@@ -119,6 +122,38 @@ def write_run(log_dir: Path, spec: Spec) -> Truth:
             scheduler.step()
     writer.close()
     return truth
+
+
+def _mlp(torch: Any, spec: Spec) -> tuple[Any, Any, Any]:
+    """Inputs, targets (a noisy linear function) and an MLP of ``spec.hidden`` layers."""
+    x = torch.randn(512, 20) * spec.input_scale
+    y = (x @ torch.randn(20, 1) + 0.1 * torch.randn(512, 1)) * spec.target_scale
+    activation = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh}[spec.activation]
+    layers: list[Any] = []
+    width = 20
+    for size in spec.hidden:
+        layers += [torch.nn.Linear(width, size), activation()]
+        width = size
+    return x, y, torch.nn.Sequential(*layers, torch.nn.Linear(width, 1))
+
+
+def _rnn(torch: Any, spec: Spec) -> tuple[Any, Any, Any]:
+    """Sequences of 20 steps of 4 inputs, the running sum of the first input as the target,
+    and a one-layer tanh RNN of width ``spec.hidden[0]`` with a linear read-out."""
+
+    class Recurrent(torch.nn.Module):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn = torch.nn.RNN(4, spec.hidden[0], batch_first=True)
+            self.out = torch.nn.Linear(spec.hidden[0], 1)
+
+        def forward(self, inputs: Any) -> Any:
+            states, _ = self.rnn(inputs)
+            return self.out(states)
+
+    x = torch.randn(512, 20, 4) * spec.input_scale
+    y = torch.cumsum(x[..., :1], dim=1) * spec.target_scale
+    return x, y, Recurrent()
 
 
 def write_runs(out: Path, only: list[str] | None = None) -> dict[str, tuple[Path, Truth]]:

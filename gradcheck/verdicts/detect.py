@@ -54,7 +54,7 @@ from gradcheck.verdicts.rules import (
     Excuse,
     Finding,
     RunContext,
-    align_layer_onsets,
+    align_event_onsets,
     early_and_late,
     find_exploding,
     find_nan,
@@ -103,7 +103,9 @@ def analyze_run(
     if open_end:
         context = dataclasses.replace(context, open_end=True)
     outcomes = {p.name: _outcomes(p, context, BLOW_UP_RULES) for p in parameters}
-    findings = align_layer_onsets({name: found for name, (found, _) in outcomes.items()})
+    findings = align_event_onsets(
+        {name: found for name, (found, _) in outcomes.items()}, context.gradients, config
+    )
     notes = {name: excused for name, (_, excused) in outcomes.items()}
     _rank_nan_findings(parameters, findings)
     # Vanishing and static are judged on the healthy steps only: after a blow-up, saturated
@@ -208,6 +210,10 @@ def _outcomes(
     return found, excused
 
 
+_BLOWN = {"nan": "NaN/Inf", "exploding": "exploding"}
+"""How a note names a blow-up (not "nan", which reads as a number that failed)."""
+
+
 def _without_vanishing(
     blow_ups: list[Finding], found: list[Finding], excused: list[str]
 ) -> list[Finding]:
@@ -219,7 +225,7 @@ def _without_vanishing(
         return found
     since = f" from step {blown.first_bad_step}" if blown.first_bad_step is not None else ""
     excused.append(
-        f"not vanishing: its own gradient blew up ({blown.verdict}{since}): a small gradient "
+        f"not vanishing: its own gradient blew up ({_BLOWN[blown.verdict]}{since}): a small gradient "
         "before a blow-up is not a vanishing one"
     )
     return [f for f in found if f.verdict != "vanishing"]
