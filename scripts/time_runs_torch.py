@@ -14,7 +14,12 @@ test can compare gradcheck's onsets with the step where they really began.
   0.5: no vanishing, no "stalled", no movement figure, the blow-up's hint);
 - ``mlp_nan_loss_first``: four ReLU layers, the same optimizer and logging: the loss is NaN
   from step 8 and the gradients are logged finite at steps 0 and 5 only, so no gradient rise
-  can be seen: the loss's rise says where the blow-up began.
+  can be seen: the loss's rise says where the blow-up began;
+- ``lr_step_typo``: two tanh layers at SGD lr 0.01 with momentum, a step schedule typed 50x
+  instead of 0.02x at step 40: the gradients explode from step 41 (exactly: the first
+  gradient after the first such update), NaN from step 53;
+- ``loss_spike_recovers``: the same at lr 0.01 but for one update at 150x (step 30): the loss
+  jumps from 0.54 to 190 and 280, then falls back to 2.4 and below: a spike, not divergence.
 """
 
 from __future__ import annotations
@@ -65,9 +70,27 @@ class Truth:
     nan_step: int | None = None
 
 
+def lr_step_typo(step: int) -> float:
+    """A step schedule whose factor was typed 50 instead of 0.02: from step 40 on, the
+    learning rate is 50x (the gradient computed after the first such update, at step 41, is
+    the first affected: the exact onset)."""
+    return 1.0 if step < 40 else 50.0
+
+
+def lr_spike(step: int) -> float:
+    """One update at 150x the learning rate (step 30): the loss spikes 300x the level it had
+    reached and training recovers from it."""
+    return 150.0 if step == 30 else 1.0
+
+
+TYPO_ONSET = 41
+"""The first step whose gradient the typo'd learning rate changed."""
+
 RUNS: dict[str, Spec] = {
     "mlp_nan_sparse": Spec((64, 64), "tanh", 0.5, momentum=0.9, every=5),
     "mlp_nan_loss_first": Spec((64, 64, 64, 64), "relu", 0.5, momentum=0.9, every=5),
+    "lr_step_typo": Spec((64, 64), "tanh", 0.01, momentum=0.9, steps=60, schedule=lr_step_typo),
+    "loss_spike_recovers": Spec((64, 64), "tanh", 0.01, momentum=0.9, steps=80, schedule=lr_spike),
 }
 
 

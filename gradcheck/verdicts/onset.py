@@ -14,11 +14,12 @@ One rule, used by every verdict that dates a rise (``exploding``'s gradient and 
    ramp is therefore the level, not the start of the later blow-up; a rise that comes back
    into the band before the crossing is not the departure.
 3. **The climb into it**: from the departure back over the steps that climb, each at least
-   :data:`RISE_STEP` times the one before and beyond the series' noise (``NOISE_MARGIN`` times
-   the spread of its step-to-step log changes around their median): a smooth climb starts
-   below the band. The onset is the first step above the climb's lowest value, or the first
-   logged step when the series climbs from it (a learning rate too large from the start:
-   nothing before it was normal).
+   :data:`RISE_STEP` times the one before, beyond the series' noise (``NOISE_MARGIN`` times
+   the spread of its step-to-step log changes around their median) and above each of the
+   ``window`` values before it (a climb sets new highs; a noisy step up does not): a smooth
+   climb starts below the band. The onset is the first step above the climb's lowest value,
+   or the first logged step when the series climbs from it (a learning rate too large from
+   the start: nothing before it was normal).
 
 The events of several series (the layers of one blow-up) get one onset: :func:`event_onsets`.
 
@@ -136,15 +137,13 @@ def _departs(
 ) -> bool:
     """Whether every value from ``k`` to ``crossing`` is above the band of the level before
     ``k``."""
-    if k < window:
-        level = Level(early)
-    else:
-        level = level_of(values[k - window : k], steps[k - window : k])
+    before = slice(k - window, k)
+    level = Level(early) if k < window else level_of(values[before], steps[before])
     ahead = values[k : crossing + 1]
     return bool((ahead > level.band * level.at(steps[k : crossing + 1])).all())
 
 
-def climb_start(values: np.ndarray, index: int) -> int:
+def climb_start(values: np.ndarray, index: int, window: int) -> int:
     """The first position of the climb that reaches ``index`` (rule 3 of the module
     docstring), in positive finite ``values``; ``index`` itself without enough values before
     it to measure the noise."""
@@ -156,15 +155,21 @@ def climb_start(values: np.ndarray, index: int) -> int:
     noise = median(np.abs(changes - centre))
     least = max(math.log(RISE_STEP), NOISE_MARGIN * noise)
     start = index
-    while index > 0 and logs[index] - logs[index - 1] >= least:
+    while index > 0 and logs[index] - logs[index - 1] >= least and _new_high(values, index, window):
         index -= 1
     if index == 0:
         return 0  # climbing from the first logged value: unstable from the start
     return min(index + 1, start)  # the first value above the climb's lowest
 
 
+def _new_high(values: np.ndarray, index: int, window: int) -> bool:
+    """Whether the value at ``index`` is above each of the ``window`` values before it: a
+    climb sets new highs, a noisy step up within the earlier range does not."""
+    return bool(values[index] > values[max(0, index - window) : index].max())
+
+
 def onset_position(
     values: np.ndarray, steps: np.ndarray, crossing: int, window: int, early: float
 ) -> int:
     """Where the episode crossing at ``crossing`` began: the climb into its departure."""
-    return climb_start(values, departure(values, steps, crossing, window, early))
+    return climb_start(values, departure(values, steps, crossing, window, early), window)

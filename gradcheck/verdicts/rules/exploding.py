@@ -33,6 +33,7 @@ from gradcheck.verdicts.rules.base import (
 )
 from gradcheck.verdicts.signals import GradientSignal, Parameter, common_steps
 
+
 @dataclass(frozen=True)
 class Rise:
     """A rise of a series far above its early baseline."""
@@ -312,9 +313,7 @@ def _overlapping(
     return events
 
 
-def _departed_later(
-    gradient: GradientSignal | None, onset: int, own: int, config: Config
-) -> bool:
+def _departed_later(gradient: GradientSignal | None, onset: int, own: int, config: Config) -> bool:
     """Whether ``gradient`` stayed within the band of its level (the early baseline's number
     of values before ``onset``) at every step it logged from ``onset`` to ``own``."""
     if gradient is None:
