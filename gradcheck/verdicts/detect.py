@@ -252,10 +252,6 @@ def _outcomes(
     return found, excused
 
 
-_BLOWN = {"nan": "NaN/Inf", "exploding": "exploding"}
-"""How a note names a blow-up (not "nan", which reads as a number that failed)."""
-
-
 def _without_vanishing(
     blow_ups: list[Finding], found: list[Finding], excused: list[str]
 ) -> list[Finding]:
@@ -266,9 +262,10 @@ def _without_vanishing(
     if blown is None or not any(f.verdict == "vanishing" for f in found):
         return found
     since = f" from step {blown.first_bad_step}" if blown.first_bad_step is not None else ""
+    how = "turned NaN/Inf" if blown.verdict == "nan" else "exploded"
     excused.append(
-        f"not vanishing: its own gradient blew up ({_BLOWN[blown.verdict]}{since}): a small "
-        "gradient before a blow-up is not a vanishing one"
+        f"not vanishing: its own gradient {how}{since}: a small gradient before a blow-up "
+        "is not a vanishing one"
     )
     return [f for f in found if f.verdict != "vanishing"]
 
