@@ -6,16 +6,17 @@
 
 Times, in fresh processes interleaved round-robin (one round runs every command once, so a
 burst of load on the shared machine falls on all of them alike), ``python -c pass``,
-``python -c "import gradcheck"``, ``gradcheck --help``, ``gradcheck --version`` and
+``python -c "import gradcheck"``, ``gradcheck --help``, ``gradcheck --version``,
 ``gradcheck analyze`` of the tiny run (``bench/params.py``'s ``params-4x5``: 4 parameters, 5
 steps, 23 kB) with ``--format json`` and with the default table, and ``gradcheck inspect
---format json`` of it. It prints each command's
-median, its range and its median over bare Python's (issue 36's target: the tiny run within
-6x). Then it runs each command ``--import-rounds`` times under ``python -X importtime`` and
-prints, per command, the modules it imports (the medians of their import times, summed by
-package) and the modules of largest cumulative import time, and whether it imported the heavy
-packages a light command must not (``HEAVY``). Import times under ``-X importtime`` are
-inflated by the tracing itself: read them as shares, the wall times as the cost.
+--format json`` of it. It prints each command's median, its range, its median over bare
+Python's (issue 36's target: the tiny run within 6x), and the median and quartiles of its
+time over Python's in the same round. Then it runs each command ``--import-rounds`` times
+under ``python -X importtime`` and prints, per command, the modules it imports (the medians
+of their import times, summed by package), the modules of largest cumulative import time,
+and whether it imported the heavy packages a light command must not (``HEAVY``). Import
+times under ``-X importtime`` are inflated by the tracing itself: read them as shares, the
+wall times as the cost.
 
 The interpreter is this one (the venv's, its site-packages and the editable install's finder
 included: what ``gradcheck`` itself starts); bytecode is cached as for an installed package
@@ -228,16 +229,28 @@ def imported(modules: Sequence[ModuleTime], name: str) -> bool:
     return any(m.name == name or m.name.startswith(name + ".") for m in modules)
 
 
+def round_ratios(timing: Timing, python: Timing) -> list[float]:
+    """The command's time over ``python -c pass``'s in the same round, round by round: a
+    burst of load that slows one round slows both."""
+    return sorted(own / bare for own, bare in zip(timing.seconds, python.seconds, strict=True))
+
+
 def render_timings(timings: Mapping[str, Timing], load: tuple[float, float]) -> str:
-    base = timings["python"].median
+    python = timings["python"]
     lines = [
-        f"start-up, {len(timings['python'].seconds)} interleaved rounds"
+        f"start-up, {len(python.seconds)} interleaved rounds"
         f" (load average {load[0]:.2f} at start, {load[1]:.2f} at end)",
-        f"{'command':<20}{'median s':>9}{'range s':>16}{'x python':>10}",
+        f"{'command':<20}{'median s':>9}{'range s':>14}{'x python':>10}{'per round':>11}"
+        f"{'quartiles':>12}",
     ]
     for name, timing in timings.items():
         spread = f"{min(timing.seconds):.3f}-{max(timing.seconds):.3f}"
-        lines.append(f"{name:<20}{timing.median:>9.3f}{spread:>16}{timing.median / base:>10.2f}")
+        ratios = round_ratios(timing, python)
+        quartiles = f"{ratios[len(ratios) // 4]:.2f}-{ratios[(3 * len(ratios)) // 4]:.2f}"
+        lines.append(
+            f"{name:<20}{timing.median:>9.3f}{spread:>14}{timing.median / python.median:>10.2f}"
+            f"{statistics.median(ratios):>11.2f}{quartiles:>12}"
+        )
     return "\n".join(lines)
 
 
@@ -289,6 +302,7 @@ def measure(
                 "seconds": timing.seconds,
                 "median": timing.median,
                 "ratio_to_python": timing.median / python,
+                "round_ratios": round_ratios(timing, timings["python"]),
                 "imports": [asdict(module) for module in profiles[name]],
             }
             for name, timing in timings.items()
