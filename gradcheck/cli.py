@@ -8,9 +8,9 @@ stderr and status 2, anything else is a bug (status 3, traceback with ``--debug`
 from __future__ import annotations
 
 import gc
+import io
 import os
 import signal
-import stat
 import sys
 import time
 import warnings
@@ -40,6 +40,7 @@ from gradcheck.verdicts.gate import (
 
 if TYPE_CHECKING:
     from gradcheck.engine.pool import Workers
+    from gradcheck.export import ExportSummary
     from gradcheck.model import Comparison, Report, Verdict
     from gradcheck.tags import TagRules
     from gradcheck.verdicts.config import Config
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 FORMAT_CHOICES = ("table", "json", "markdown", "csv", "github", "junit", "html")
 INSPECT_FORMAT_CHOICES = ("table", "json")
 COMPARE_FORMAT_CHOICES = ("table", "json", "markdown", "html")
+EXPORT_FORMAT_CHOICES = ("parquet", "csv", "jsonl")
 DEFAULT_TOP = 20
 
 EXIT_STATUS_HELP = """\b
@@ -544,6 +546,124 @@ def compare(
     return ExitStatus.FINDINGS if fail_on_divergence and diverged else ExitStatus.OK
 
 
+EXPORT_EXIT_STATUS_HELP = """\b
+Exit status:
+  0  exported (damage in the files is said on stderr, not an error)
+  2  usage, input or output error (bad option, missing path, no logs,
+     a FILE ending that names no format, parquet without pyarrow or
+     to a terminal, FILE not writable)
+  3  internal error (a bug: rerun with --debug and report it)
+  130  interrupted (Ctrl-C, SIGINT): FILE is left as it was
+  143  terminated (SIGTERM)"""
+
+
+@cli.command(epilog=EXPORT_EXIT_STATUS_HELP)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...", shell_complete=complete_paths)
+@click.option(
+    "--output",
+    "-o",
+    metavar="FILE",
+    shell_complete=complete_paths,
+    help="Write the table to FILE, its format by its ending (.parquet, .csv, .jsonl);"
+    " - or none: stdout.",
+)
+@click.option(
+    "--format",
+    "format_name",
+    type=click.Choice(EXPORT_FORMAT_CHOICES),
+    metavar="FORMAT",
+    help="parquet, csv or jsonl, whatever FILE's ending (default: by FILE's ending;"
+    " jsonl on stdout).",
+)
+@storage_option
+@debug_option
+@click.pass_context
+def export(
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    output: str | None,
+    format_name: str | None,
+    storage_options: tuple[str, ...],
+) -> ExitStatus:
+    """Write every scalar and histogram under PATH... as one long table.
+
+    One row per value, of every run (event files, HF Trainer, Lightning CSV, MLflow, W&B):
+    run, tag, step, wall time, a scalar's value, a histogram's statistics and its buckets
+    (limits, counts), under tbparse's column names. Nothing is thinned; memory holds one
+    chunk of rows at a time.
+    """
+    from gradcheck.export import BINARY, format_of
+
+    env = _env(ctx)
+    to_stdout = output in (None, "-")
+    if format_name is None:
+        format_name = "jsonl" if to_stdout else format_of(str(output))
+    if format_name is None:
+        raise click.UsageError(
+            f"cannot tell the format of {output!r} by its ending: name it .parquet, .csv or"
+            " .jsonl, or give --format"
+        )
+    if to_stdout and format_name in BINARY and env.stdout_isatty:
+        raise click.UsageError(
+            f"{format_name} is binary: write it to a file (-o FILE.{format_name}) or a pipe"
+        )
+    storage = _storage_options(storage_options)
+    if to_stdout:
+        summary = _export_to_stdout(list(paths), format_name, storage, env)
+    else:
+        summary = _export_to_file(list(paths), str(output), format_name, storage)
+    if summary is None:  # the reader of stdout went away (`| head`)
+        return ExitStatus.OK
+    warnings = summary.warnings
+    for warning in warnings[:DAMAGE_SAID]:
+        say(f"warning: {warning}")
+    if len(warnings) > DAMAGE_SAID:
+        say(f"warning: and {len(warnings) - DAMAGE_SAID} more")
+    if not summary.rows:
+        say(f"warning: no scalar or histogram in {plural_runs(summary.runs)}: the table is empty")
+    if not to_stdout:
+        say(
+            f"wrote {summary.rows:,} rows ({summary.scalars:,} scalars, {summary.histograms:,}"
+            f" histograms) of {plural_runs(summary.runs)} to {output}"
+        )
+    return ExitStatus.OK
+
+
+def plural_runs(count: int) -> str:
+    return f"{count:,} run" + ("" if count == 1 else "s")
+
+
+def _export_to_stdout(
+    paths: list[str], format_name: str, storage: dict[str, object] | None, env: Env
+) -> ExportSummary | None:
+    """The export on stdout (None: its reader went away); a write error is status 2."""
+    from gradcheck.export import export
+
+    stream = click.get_binary_stream("stdout")
+    try:
+        return export(
+            paths, stream, format_name, storage_options=storage, terminal=env.stdout_isatty
+        )
+    except BrokenPipeError:
+        return None
+    except OSError as error:  # e.g. a full disk: not a bug, and not a traceback
+        raise InputError(f"cannot write the table: {error.strerror or error}") from None
+
+
+def _export_to_file(
+    paths: list[str], output: str, format_name: str, storage: dict[str, object] | None
+) -> ExportSummary:
+    """The export into ``output``, whole or not at all (an error leaves it as it was)."""
+    from gradcheck.export import export
+    from gradcheck.files import replacing
+
+    try:
+        with replacing(output) as stream:
+            return export(paths, stream, format_name, storage_options=storage)
+    except OSError as error:
+        raise InputError(f"cannot write {output}: {error.strerror or error}") from None
+
+
 WATCH_EXIT_STATUS_HELP = """\b
 Exit status:
   0  --until-idle seconds passed without new data (the training ended)
@@ -832,41 +952,16 @@ def _emit(text: str | Iterable[str], output: str | None) -> None:
 
 
 def write_whole(path: str, parts: Iterable[str]) -> None:
-    """The document's ``parts``, one after the other, into ``path`` whole or not at all:
-    written to a temporary file in the same folder, flushed to disk, then renamed over
-    ``path`` (atomic), so that a full disk, an interruption or a part that could not be made
-    leaves the file as it was, never truncated. A device or a FIFO (``-o /dev/stdout``) is
-    written directly: it has no file to leave half-written."""
-    target = os.path.realpath(path)  # through a symlink: replace what it points at
-    try:
-        mode = os.stat(target).st_mode
-    except FileNotFoundError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode):
-        with open(target, "w", encoding="utf-8", newline="") as stream:
-            stream.writelines(parts)
-        return
-    folder, name = os.path.split(target)
-    temporary = os.path.join(folder, f".{name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with open(descriptor, "w", encoding="utf-8", newline="") as stream:
-            stream.writelines(parts)
-            stream.flush()
-            os.fsync(descriptor)  # a delayed write error (full disk) shows here, not later
-        os.chmod(temporary, stat.S_IMODE(mode) if mode is not None else _new_file_mode())
-        os.replace(temporary, target)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(temporary)
-        raise
+    """The document's ``parts``, one after the other, into ``path`` (UTF-8) whole or not at
+    all (:func:`gradcheck.files.replacing`): a full disk, an interruption or a part that could
+    not be made leaves the file as it was, never truncated."""
+    from gradcheck.files import replacing
 
-
-def _new_file_mode() -> int:
-    """The permissions ``open(path, "w")`` gives a new file: 0o666 less the umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+    with replacing(path) as binary:
+        stream = io.TextIOWrapper(binary, encoding="utf-8", newline="")
+        stream.writelines(parts)
+        stream.flush()
+        stream.detach()  # the binary stream is replacing's to close
 
 
 DAMAGE_SAID = 10

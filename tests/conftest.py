@@ -1,11 +1,13 @@
-"""Fixtures shared by the CLI tests."""
+"""Fixtures shared by the tests."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.library_runs import LibraryLogs
 from tests.synthetic_runs import write_run
 
 
@@ -16,3 +18,13 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_run(root / "healthy", exploding=False)
     write_run(root / "exploding", exploding=True, seed=1)
     return root
+
+
+@pytest.fixture(scope="session")
+def library_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LibraryLogs]:
+    """The real libraries' logs (tests/library_runs.py), written once per session."""
+    logs = LibraryLogs(tmp_path_factory.mktemp("library_logs"))
+    yield logs
+    for process in logs.processes.values():
+        if process.poll() is None:
+            process.kill()

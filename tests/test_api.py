@@ -11,6 +11,7 @@ import pytest
 
 import gradcheck
 from gradcheck import api
+from gradcheck.export import table
 from gradcheck.errors import InputError
 from gradcheck.model import STAT_NAMES, FileInfo, HistogramRecord, ScalarRecord
 from gradcheck.series.stats import histogram_stats
@@ -71,7 +72,7 @@ def test_records_frame_statistics_match_histogram_stats_per_record() -> None:
     # More histograms than one batch, of different bucket counts, interleaved with scalars.
     rng = np.random.default_rng(1)
     records: list = []
-    for step in range(api.BATCH_SIZE + 40):
+    for step in range(table.BATCH_SIZE + 40):
         values = rng.normal(size=50) * (step + 1)
         bins = 5 + step % 3
         counts, edges = np.histogram(values, bins=bins)
@@ -84,9 +85,9 @@ def test_records_frame_statistics_match_histogram_stats_per_record() -> None:
         )  # fmt: skip
         records.append(ScalarRecord("run", "f", 0, "loss", step, 1.0, "simple_value", step))
     frame = api.records_frame(records)
-    assert len(frame) == 2 * (api.BATCH_SIZE + 40)
+    assert len(frame) == 2 * (table.BATCH_SIZE + 40)
     histograms = frame[frame.kind == "histogram"].reset_index(drop=True)
-    for position in (0, 1, 2, api.BATCH_SIZE - 1, api.BATCH_SIZE, len(histograms) - 1):
+    for position in (0, 1, 2, table.BATCH_SIZE - 1, table.BATCH_SIZE, len(histograms) - 1):
         record = records[2 * position]
         expected = histogram_stats(
             record.left, record.right, record.counts, min=record.min, max=record.max,
@@ -97,7 +98,7 @@ def test_records_frame_statistics_match_histogram_stats_per_record() -> None:
         assert row["l2_norm"] == pytest.approx(expected.l2_norm, rel=1e-12)
         assert row["std"] == pytest.approx(expected.std, rel=1e-12)
         assert row["p50"] == pytest.approx(expected.percentiles[50.0], rel=1e-12)
-    assert list(frame[frame.kind == "scalar"]["value"]) == list(range(api.BATCH_SIZE + 40))
+    assert list(frame[frame.kind == "scalar"]["value"]) == list(range(table.BATCH_SIZE + 40))
     assert set(STAT_NAMES) <= set(frame.columns)
 
 
