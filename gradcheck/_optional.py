@@ -17,6 +17,7 @@ from gradcheck.errors import GradcheckError
 
 EXTRAS: dict[str, str] = {
     "html": "plotly",
+    "parquet": "pyarrow",
     "dask": "dask[distributed]",
     "s3": "s3fs",
     "gcs": "gcsfs",

@@ -59,10 +59,8 @@ def frame(
     storage = StorageOptions.of(storage_options)
     runs = discover(path_list, storage)
     builder = TableBuilder(bucket_arrays=bucket_arrays)
-    chunks = table_chunks(
-        runs, lambda run: read_run(run, storage), path_list, builder, chunk_rows=sys.maxsize
-    )
-    (table,) = chunks
+    read = lambda run: read_run(run, storage)  # noqa: E731
+    (table,) = table_chunks(runs, read, path_list, builder, sys.maxsize, sys.maxsize)
     table.attrs["warnings"] = tuple(builder.warnings)
     return table
 

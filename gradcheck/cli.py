@@ -639,7 +639,7 @@ def _export_to_stdout(
     """The export on stdout (None: its reader went away); a write error is status 2."""
     from gradcheck.export import export
 
-    stream = click.get_binary_stream("stdout")
+    stream = sys.stdout.buffer
     try:
         return export(
             paths, stream, format_name, storage_options=storage, terminal=env.stdout_isatty

@@ -11,8 +11,8 @@ import pytest
 
 import gradcheck
 from gradcheck import api
-from gradcheck.export import table
 from gradcheck.errors import InputError
+from gradcheck.export import table
 from gradcheck.model import STAT_NAMES, FileInfo, HistogramRecord, ScalarRecord
 from gradcheck.series.stats import histogram_stats
 from tests import eventfiles as ef
@@ -122,3 +122,28 @@ def test_empty_frame_keeps_its_columns(tmp_path: Path) -> None:
 def test_api_never_imports_tensorflow_or_torch() -> None:
     code = f"import gradcheck; assert len(gradcheck.frame({str(WRITERS)!r})) > 0"
     assert frameworks_imported_by(code) == []
+
+
+def test_frame_has_each_histogram_s_buckets_as_tbparse_gives_them() -> None:
+    records = [r for r in gradcheck.read(str(WRITERS)) if isinstance(r, HistogramRecord)]
+    frame = gradcheck.frame(str(WRITERS))
+    histograms = frame[frame.kind == "histogram"]
+    assert len(histograms) == len(records) == 23
+    for row, record in zip(histograms.itertuples(), records, strict=True):
+        if record.encoding == "histo":  # the proto's bucket_limit and bucket
+            assert np.array_equal(row.limits, record.right)
+            assert np.array_equal(row.counts, record.counts)
+        else:  # TF2 [k, 3]: the first left edge as a limit with count 0
+            assert np.array_equal(row.limits, [record.left[0], *record.right], equal_nan=True)
+            assert np.array_equal(row.counts, [0.0, *record.counts])
+        assert row.buckets == record.counts.size
+    scalars = frame[frame.kind == "scalar"]
+    assert scalars["limits"].isna().all() and scalars["counts"].isna().all()
+    assert {"histo", "tensor"} <= set(histograms["encoding"])
+
+
+def test_frame_without_bucket_arrays_keeps_the_statistics() -> None:
+    light = gradcheck.frame(str(WRITERS / "pytorch"), bucket_arrays=False)
+    full = gradcheck.frame(str(WRITERS / "pytorch"))
+    assert light["limits"].isna().all() and light["counts"].isna().all()
+    assert light.drop(columns=["limits", "counts"]).equals(full.drop(columns=["limits", "counts"]))

@@ -20,7 +20,7 @@ from gradcheck.events.discover import discover
 from gradcheck.events.reader import read_run
 from gradcheck.events.storage import StorageOptions
 from gradcheck.export.interface import TableWriter
-from gradcheck.export.table import CHUNK_ROWS, TableBuilder, table_chunks
+from gradcheck.export.table import CHUNK_BUCKETS, CHUNK_ROWS, TableBuilder, table_chunks
 
 FORMATS: dict[str, tuple[str, str]] = {
     "csv": ("gradcheck.export.csv", "CsvWriter"),
@@ -77,6 +77,7 @@ def export(
     storage_options: Mapping[str, Any] | None = None,
     terminal: bool = False,
     chunk_rows: int = CHUNK_ROWS,
+    chunk_buckets: int = CHUNK_BUCKETS,
 ) -> ExportSummary:
     """Write the table of every run under ``paths`` to ``stream`` in ``format_name``.
 
@@ -87,7 +88,10 @@ def export(
     writer = writer_for(format_name, stream, terminal=terminal)
     builder = TableBuilder()
     scalars = histograms = 0
-    for chunk in table_chunks(runs, lambda run: read_run(run, storage), paths, builder, chunk_rows):
+    chunks = table_chunks(
+        runs, lambda run: read_run(run, storage), paths, builder, chunk_rows, chunk_buckets
+    )
+    for chunk in chunks:
         histogram_rows = int((chunk["kind"] == "histogram").sum())
         histograms += histogram_rows
         scalars += len(chunk) - histogram_rows

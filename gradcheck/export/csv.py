@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from gradcheck.export.jsonl import plain_column
@@ -40,14 +40,14 @@ class CsvWriter:
 
     def write(self, table: pd.DataFrame) -> None:
         columns = [self._column(table, name) for name in TABLE_COLUMNS]
-        self.rows.writerows(zip(*columns))
+        self.rows.writerows(zip(*columns, strict=True))
 
-    def _column(self, table: pd.DataFrame, name: str) -> list[Any]:
+    def _column(self, table: pd.DataFrame, name: str) -> Iterable[Any]:
         values = plain_column(table, name)
         if name in TEXT_COLUMNS:
             return [self.escape(value) for value in values]
-        if name in BUCKET_COLUMNS:
-            return [None if value is None else _ARRAY.encode(value) for value in values]
+        if name in BUCKET_COLUMNS:  # made text a row at a time: a chunk's are many
+            return (None if value is None else _ARRAY.encode(value.tolist()) for value in values)
         return values
 
     def close(self) -> None:

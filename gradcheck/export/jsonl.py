@@ -21,6 +21,7 @@ from gradcheck.export.table import BUCKET_COLUMNS, TABLE_COLUMNS, applicable
 if TYPE_CHECKING:
     import pandas as pd
 
+LINES_PER_WRITE = 256
 _ENCODER = json.JSONEncoder(ensure_ascii=True, allow_nan=True, separators=(",", ":"))
 
 
@@ -30,21 +31,32 @@ class JsonLinesWriter:
 
     def write(self, table: pd.DataFrame) -> None:
         columns = [plain_column(table, name) for name in TABLE_COLUMNS]
-        lines = [_ENCODER.encode(dict(zip(TABLE_COLUMNS, row, strict=True))) for row in zip(*columns)]
+        lines: list[str] = []
+        for row in zip(*columns, strict=True):
+            line = dict(zip(TABLE_COLUMNS, row, strict=True))
+            for name in BUCKET_COLUMNS:  # made lists a row at a time: a chunk's are many
+                line[name] = None if line[name] is None else line[name].tolist()
+            lines.append(_ENCODER.encode(line))
+            if len(lines) >= LINES_PER_WRITE:
+                self._write(lines)
+        self._write(lines)
+
+    def _write(self, lines: list[str]) -> None:
         if lines:
             self.stream.write(("\n".join(lines) + "\n").encode("ascii"))
+            lines.clear()
 
     def close(self) -> None:
         self.stream.flush()
 
 
 def plain_column(table: pd.DataFrame, name: str) -> list[Any]:
-    """A column as Python values (floats, ints, bools, strings; bucket arrays as lists), None
-    where it has no meaning (:func:`~gradcheck.export.table.applicable`)."""
+    """A column as Python values (floats, ints, bools, strings; bucket arrays as they are),
+    None where it has no meaning (:func:`~gradcheck.export.table.applicable`)."""
     if name in BUCKET_COLUMNS:
-        return [None if item is None else item.tolist() for item in table[name]]
+        return list(table[name])
     values: list[Any] = table[name].tolist()
     meaningful = applicable(table, name)
     if meaningful is None:
         return values
-    return [value if keep else None for value, keep in zip(values, meaningful.tolist())]
+    return [value if keep else None for value, keep in zip(values, meaningful.tolist(), strict=True)]

@@ -45,8 +45,8 @@ class ParquetWriter:
         self.writer.write_table(self.arrow.Table.from_arrays(arrays, schema=self.schema))
 
     def _array(self, table: pd.DataFrame, field: Any) -> Any:
-        if field.name in BUCKET_COLUMNS:
-            return self.arrow.array(list(table[field.name]), type=field.type)
+        if field.name in BUCKET_COLUMNS or field.name in TEXT_COLUMNS:
+            return self.arrow.array(table[field.name].tolist(), type=field.type)
         meaningful = applicable(table, field.name)
         mask = None if meaningful is None else ~meaningful
         return self.arrow.array(table[field.name].to_numpy(), type=field.type, mask=mask)

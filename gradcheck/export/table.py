@@ -39,7 +39,10 @@ if TYPE_CHECKING:  # pandas is imported when a table is built: ``gradcheck.read`
 BATCH_SIZE = 512
 """Histograms reduced per vectorised statistics call."""
 CHUNK_ROWS = 65_536
-"""Rows per chunk of an export (a parquet row group): ~10-40 MB with bucket arrays."""
+"""Rows per chunk of an export (a parquet row group) at most: ~20 MB of scalar rows."""
+CHUNK_BUCKETS = 1 << 20
+"""Histogram buckets per chunk at most (a chunk of PyTorch's ~600-bucket histograms holds
+~1,800 rows): ~17 MB of bucket arrays, ~40 MB more while a text format writes them."""
 
 ID_COLUMNS = (
     "run",
@@ -81,6 +84,7 @@ class TableBuilder:
         names = (*ID_COLUMNS, *PROTO_COLUMNS, "l2_norm_exact", "buckets", *BUCKET_COLUMNS)
         self.columns: dict[str, list[Any]] = {name: [] for name in names}
         self.rows = 0
+        self.bucket_count = 0
         self.pending: list[tuple[int, HistogramRecord]] = []
         self.blocks: list[tuple[list[int], np.ndarray]] = []  # (rows, their statistics)
 
@@ -128,6 +132,7 @@ class TableBuilder:
             self.columns[name].append(_nan_if_none(getattr(record, name)))
         self.columns["l2_norm_exact"].append(_exact_norm(record))
         self.columns["buckets"].append(int(record.counts.size))
+        self.bucket_count += int(record.counts.size)
         limits, counts = tbparse_buckets(record) if self.bucket_arrays else (None, None)
         self.columns["limits"].append(limits)
         self.columns["counts"].append(counts)
@@ -170,17 +175,18 @@ def table_chunks(
     roots: Sequence[str],
     builder: TableBuilder,
     chunk_rows: int = CHUNK_ROWS,
+    chunk_buckets: int = CHUNK_BUCKETS,
 ) -> Iterator[pd.DataFrame]:
-    """The table of ``runs`` in chunks of at most ``chunk_rows`` rows (a run's rows may span
-    chunks; a chunk never holds a row twice). ``records_of(run)`` gives a run's records;
-    ``roots`` are the paths the runs were found under (for ``dir_name``); warnings gather in
-    ``builder.warnings``. An empty table gives one empty chunk, so its columns are known."""
+    """The table of ``runs`` in chunks of at most ``chunk_rows`` rows and about
+    ``chunk_buckets`` histogram buckets (a run's rows may span chunks). ``records_of(run)``
+    gives a run's records; ``roots`` are the paths the runs were found under (for
+    ``dir_name``); warnings gather in ``builder.warnings``. An empty table gives one empty chunk, so its columns are known."""
     given = 0
     for run in runs:
         dir_name = relative_dir(run.path, roots)
         for record in records_of(run):
             builder.add(record, run.format, dir_name)
-            if builder.rows >= chunk_rows:
+            if builder.rows >= chunk_rows or builder.bucket_count >= chunk_buckets:
                 given += 1
                 yield builder.take()
     if builder.rows or not given:
