@@ -59,4 +59,5 @@ def plain_column(table: pd.DataFrame, name: str) -> list[Any]:
     meaningful = applicable(table, name)
     if meaningful is None:
         return values
-    return [value if keep else None for value, keep in zip(values, meaningful.tolist(), strict=True)]
+    keep = meaningful.tolist()
+    return [value if kept else None for value, kept in zip(values, keep, strict=True)]

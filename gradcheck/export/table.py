@@ -180,7 +180,8 @@ def table_chunks(
     """The table of ``runs`` in chunks of at most ``chunk_rows`` rows and about
     ``chunk_buckets`` histogram buckets (a run's rows may span chunks). ``records_of(run)``
     gives a run's records; ``roots`` are the paths the runs were found under (for
-    ``dir_name``); warnings gather in ``builder.warnings``. An empty table gives one empty chunk, so its columns are known."""
+    ``dir_name``); warnings gather in ``builder.warnings``. An empty table gives one empty
+    chunk, so that its columns are known."""
     given = 0
     for run in runs:
         dir_name = relative_dir(run.path, roots)
