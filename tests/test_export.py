@@ -11,6 +11,7 @@ one chunk at a time.
 from __future__ import annotations
 
 import csv
+import gc
 import io
 import json
 import math
@@ -487,3 +488,28 @@ def test_damage_is_said_on_stderr_and_the_rest_exported(tmp_path: Path) -> None:
     assert status == ExitStatus.OK
     assert [json.loads(line)["step"] for line in out.splitlines()] == [0, 1]
     assert stderr.startswith(f"gradcheck: warning: {path}: incomplete final record, at byte ")
+
+
+class GoneAfter(io.BytesIO):
+    """A pipe whose reader goes away after ``limit`` bytes (``| head -c``)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        if self.tell() + len(data) > self.limit:
+            raise BrokenPipeError(32, "Broken pipe")
+        return super().write(data)
+
+
+@pytest.mark.parametrize("format_name", FORMATS)
+def test_a_reader_gone_from_the_pipe_leaves_the_stream_to_its_owner(format_name: str) -> None:
+    """The writers never close the stream they were given, even when a write fails and they
+    are collected (pyarrow's writer closes its sink then): stdout must stay open to be
+    flushed at exit."""
+    stream = GoneAfter(2_000)
+    with pytest.raises(BrokenPipeError):
+        export([str(WRITERS)], stream, format_name)
+    gc.collect()
+    assert not stream.closed and len(stream.getvalue()) <= 2_000

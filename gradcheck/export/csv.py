@@ -31,16 +31,33 @@ if TYPE_CHECKING:
 _ARRAY = json.JSONEncoder(allow_nan=True, separators=(",", ":"))
 
 
+ROWS_PER_WRITE = 256
+
+
 class CsvWriter:
+    """Rows made as text a few hundred at a time, written to the stream as UTF-8 (the stream
+    stays the caller's: nothing here closes it, even on an error)."""
+
     def __init__(self, stream: BinaryIO, *, terminal: bool = False) -> None:
-        self.text = io.TextIOWrapper(stream, encoding="utf-8", newline="", write_through=True)
-        self.rows = csv.writer(self.text, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
+        self.stream = stream
+        self.buffer = io.StringIO()
+        self.rows = csv.writer(self.buffer, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
         self.escape: Callable[[str], str] = _on_terminal if terminal else csv_text
         self.rows.writerow(TABLE_COLUMNS)
+        self._write()
 
     def write(self, table: pd.DataFrame) -> None:
         columns = [self._column(table, name) for name in TABLE_COLUMNS]
-        self.rows.writerows(zip(*columns, strict=True))
+        for count, row in enumerate(zip(*columns, strict=True), start=1):
+            self.rows.writerow(row)
+            if count % ROWS_PER_WRITE == 0:
+                self._write()
+        self._write()
+
+    def _write(self) -> None:
+        self.stream.write(self.buffer.getvalue().encode("utf-8"))
+        self.buffer.seek(0)
+        self.buffer.truncate()
 
     def _column(self, table: pd.DataFrame, name: str) -> Iterable[Any]:
         values = plain_column(table, name)
@@ -51,8 +68,7 @@ class CsvWriter:
         return values
 
     def close(self) -> None:
-        self.text.flush()
-        self.text.detach()  # the stream is the caller's to close
+        self.stream.flush()
 
 
 def _on_terminal(text: str) -> str:

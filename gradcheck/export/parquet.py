@@ -26,7 +26,7 @@ class ParquetWriter:
         self.arrow: Any = require("pyarrow", "parquet", "gradcheck export to parquet")
         parquet: Any = require("pyarrow.parquet", "parquet", "gradcheck export to parquet")
         self.schema = self.arrow.schema([(name, self._type(name)) for name in TABLE_COLUMNS])
-        self.writer = parquet.ParquetWriter(stream, self.schema)
+        self.writer = parquet.ParquetWriter(_Borrowed(stream), self.schema)
 
     def _type(self, name: str) -> Any:
         arrow = self.arrow
@@ -53,3 +53,21 @@ class ParquetWriter:
 
     def close(self) -> None:
         self.writer.close()
+
+
+class _Borrowed:
+    """The caller's stream, which pyarrow may close (when its writer is closed, or collected
+    after an error such as a reader gone from a pipe) without closing the stream itself."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        return self.stream.write(data)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.closed = True
