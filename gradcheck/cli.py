@@ -26,7 +26,7 @@ from click.shell_completion import CompletionItem
 from gradcheck import __version__
 from gradcheck.errors import GradcheckError, InputError
 from gradcheck.report.escape import terminal
-from gradcheck.report.interface import Env, FormatOptions
+from gradcheck.report.interface import MIN_WIDTH, Env, FormatOptions
 from gradcheck.status import ExitStatus
 from gradcheck.verdicts.gate import (
     DEFAULT_FAIL_ON,
@@ -227,6 +227,37 @@ def format_options(
     return decorate
 
 
+def width_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--width N``: the table's columns (else the terminal's, ``COLUMNS``, or 80)."""
+    return click.option(
+        "--width",
+        type=click.IntRange(min=MIN_WIDTH),
+        metavar="N",
+        help=f"Lines at most N columns wide (default: the terminal's, else $COLUMNS, else 80;"
+        f" at least {MIN_WIDTH}).",
+    )(function)
+
+
+def explain_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--explain`` / ``-v``: the evidence behind each finding in the table."""
+    return click.option(
+        "--explain",
+        "-v",
+        is_flag=True,
+        help="Add the evidence behind each finding, the whole hints and the run's context.",
+    )(function)
+
+
+def clip_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--clip``: the global gradient norm and clipping advice of every run."""
+    return click.option(
+        "--clip",
+        is_flag=True,
+        help="Show the global gradient norm and clipping advice of every run (default: only"
+        " where the run blew up, went NaN or clips in a way worth a word).",
+    )(function)
+
+
 def steps_option(function: Callable[..., Any]) -> Callable[..., Any]:
     """``--steps A:B`` (parsed by :meth:`gradcheck.events.steps.StepWindow.parse`)."""
     return click.option(
@@ -353,15 +384,20 @@ def cli() -> None:
     default=DEFAULT_TOP,
     show_default=True,
     metavar="N",
-    help="List at most N findings per run (table, markdown).",
+    help="List at most N layers with findings per run (table; markdown: findings).",
 )
-@click.option("--all", "show_all", is_flag=True, help="List every parameter, healthy ones too.")
+@click.option(
+    "--all", "show_all", is_flag=True, help="List every parameter on its own row, healthy ones too."
+)
+@explain_option
+@clip_option
+@width_option
 @click.option("--layer", metavar="GLOB", help="Only parameters whose name or tag matches GLOB.")
 @click.option("--run", "run_glob", metavar="GLOB", help="Only runs whose path matches GLOB.")
 @click.option(
     "--sweep/--no-sweep",
     default=None,
-    help="Show the sweep view above the runs (default: for 6+ runs with hyperparameters, "
+    help="Show the sweep view above the runs (default: for 3+ runs with hyperparameters, "
     "or 12+ runs).",
 )
 @steps_option
@@ -380,6 +416,9 @@ def analyze(
     fail_on: str | None,
     top: int,
     show_all: bool,
+    explain: bool,
+    clip: bool,
+    width: int | None,
     layer: str | None,
     run_glob: str | None,
     sweep: bool | None,
@@ -400,7 +439,7 @@ def analyze(
     from gradcheck.events.steps import StepWindow
     from gradcheck.pipeline import analyze as run_analysis
 
-    env = _env(ctx)
+    env = _env(ctx, width)
     config, rules = _settings(config_path, grad_pattern, weight_pattern)
     failing = parse_fail_on(fail_on or config.fail_on or DEFAULT_FAIL_ON)
     window = StepWindow.parse(steps) if steps is not None else None
@@ -420,11 +459,23 @@ def analyze(
             storage_options=storage,
             charts=any(name == "html" for name in (format_name, *(f for f, _ in reports))),
         )
-    options = FormatOptions(top=top, show_all=show_all, fail_on=failing)
-    stdout_options = replace(options, env=env) if output is None else options
+    summary = _step_summary(format_name, reports)
+    options = FormatOptions(
+        top=top,
+        show_all=show_all,
+        fail_on=failing,
+        explain=explain,
+        clip=clip,
+        step_summary=summary is not None,
+    )
+    file_env = Env() if width is None else Env(width=width)
+    stdout_options = replace(options, env=env if output is None else file_env)
+    options = replace(options, env=file_env)
     for report_format, path in reports:  # files first: one not writable leaves stdout empty
         _emit(_report_chunks(report, report_format, options), path)
     _emit(_report_chunks(report, format_name, stdout_options), output)
+    if summary is not None:
+        _append_step_summary(report, summary, options)
     written = [(format_name, output)] if output is not None else []
     _note_warnings(report, [format_name, *(name for name, _ in reports)], written + reports)
     if written or reports:
@@ -434,6 +485,32 @@ def analyze(
         say(f"nothing to judge: {silence}")
         return ExitStatus.NOTHING_TO_JUDGE
     return ExitStatus.FINDINGS if failing_layers(report, failing) else ExitStatus.OK
+
+
+STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
+"""The file GitHub Actions shows as the job's summary page (Markdown, appended to)."""
+
+
+def _step_summary(format_name: str, reports: list[tuple[str, str]]) -> str | None:
+    """``$GITHUB_STEP_SUMMARY`` when a github report is made and the variable names a file."""
+    wanted = "github" in (format_name, *(name for name, _ in reports))
+    path = os.environ.get(STEP_SUMMARY, "").strip()
+    return path if wanted and path else None
+
+
+def _append_step_summary(report: Report, path: str, options: FormatOptions) -> None:
+    """The full Markdown report (every finding: no ``--top``) appended to the job summary,
+    where GitHub shows it whole (annotations stop at 10 of each level)."""
+    from gradcheck.report import formatter_for
+
+    text = formatter_for("markdown", replace(options, top=None)).format(report)
+    try:
+        with open(path, "a", encoding="utf-8") as stream:
+            stream.write(text)
+    except OSError as error:
+        raise InputError(
+            f"cannot write {path} (${STEP_SUMMARY}): {error.strerror or error}"
+        ) from None
 
 
 def _report_target(text: str) -> tuple[str, str]:
@@ -482,6 +559,7 @@ def inspect(
 @click.option(
     "--layer", metavar="GLOB", help="Only parameters whose name (in A or B) matches GLOB."
 )
+@width_option
 @click.option(
     "--fail-on-divergence",
     is_flag=True,
@@ -502,6 +580,7 @@ def compare(
     output: str | None,
     steps: str | None,
     layer: str | None,
+    width: int | None,
     fail_on_divergence: bool,
     config_path: str | None,
     grad_pattern: str | None,
@@ -522,7 +601,7 @@ def compare(
     from gradcheck.events.steps import StepWindow
     from gradcheck.pipeline import load_runs
 
-    env = _env(ctx)
+    env = _env(ctx, width)
     config, rules = _settings(config_path, grad_pattern, weight_pattern)
     window = StepWindow.parse(steps) if steps is not None else None
     storage = _storage_options(storage_options)  # a bad option before any cluster starts
@@ -538,7 +617,8 @@ def compare(
             storage_options=storage,
         )
     comparison = compare_runs(run_a_data, run_b_data, config=config, rules=rules, layer_glob=layer)
-    options = FormatOptions(env=env if output is None else Env())
+    file_env = Env() if width is None else Env(width=width)
+    options = FormatOptions(env=env if output is None else file_env)
     _emit(_format_comparison(comparison, format_name, options), output)
     if output is not None:
         say(f"wrote {format_name} comparison to {output}")
@@ -713,8 +793,11 @@ Exit status:
     default=DEFAULT_TOP,
     show_default=True,
     metavar="N",
-    help="List at most N findings per run.",
+    help="List at most N layers with findings per run.",
 )
+@explain_option
+@clip_option
+@width_option
 @click.option("--layer", metavar="GLOB", help="Only parameters whose name or tag matches GLOB.")
 @click.option("--run", "run_glob", metavar="GLOB", help="Only runs whose path matches GLOB.")
 @steps_option
@@ -731,6 +814,9 @@ def watch(
     until_idle: float | None,
     format_name: str,
     top: int,
+    explain: bool,
+    clip: bool,
+    width: int | None,
     layer: str | None,
     run_glob: str | None,
     steps: str | None,
@@ -747,7 +833,7 @@ def watch(
     from gradcheck.events.steps import StepWindow
     from gradcheck.watch import Watcher
 
-    env = _env(ctx)
+    env = _env(ctx, width)
     config, rules = _settings(config_path, grad_pattern, weight_pattern)
     failing = parse_fail_on(fail_on or config.fail_on or DEFAULT_FAIL_ON)
     window = StepWindow.parse(steps) if steps is not None else None
@@ -755,7 +841,8 @@ def watch(
 
     storage = parse_storage_options(storage_options)
     watcher = Watcher(list(paths), config, rules, layer, run_glob, window, failing, storage=storage)
-    view = _WatchView(env, format_name, " ".join(paths), FormatOptions(top=top, fail_on=failing))
+    options = FormatOptions(top=top, fail_on=failing, explain=explain, clip=clip)
+    view = _WatchView(env, format_name, " ".join(paths), options)
     return view.run(watcher, interval, until_idle)
 
 
@@ -909,12 +996,13 @@ def _format_comparison(comparison: Comparison, format_name: str, options: Format
     return comparison_formatter_for(format_name, options).format(comparison)
 
 
-def _env(ctx: click.Context) -> Env:
-    """The injected environment (tests pass ``obj=Env(...)``), else the real terminal's."""
+def _env(ctx: click.Context, width: int | None = None) -> Env:
+    """The injected environment (tests pass ``obj=Env(...)``), else the real terminal's;
+    ``--width`` wins over either."""
     root = ctx.find_root()
     if isinstance(root.obj, Env):
-        return root.obj
-    return Env.from_system(sys.stdout, sys.stderr)
+        return root.obj if width is None else replace(root.obj, width=width)
+    return Env.from_system(sys.stdout, sys.stderr, width=width)
 
 
 def _format_report(report: Report, format_name: str, options: FormatOptions) -> str:

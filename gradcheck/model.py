@@ -392,6 +392,11 @@ class ClipInfo:
     """Share of healthy steps the suggested clip norm would clip."""
     framework: Framework | None = None  # guessed from the writers and the tag style
     advice: str = ""  # where and how to clip, or what the current clip does, in words
+    noteworthy: bool = False
+    """Whether the current clip is worth a word in a run without a blow-up: it cuts by value or
+    per tensor (it changes the gradient's direction or the layers' relative scale), or it acts
+    on most steps (a smaller learning rate in disguise); not a global clip that only catches
+    spikes, as intended."""
 
 
 @dataclass(frozen=True)

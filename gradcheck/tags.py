@@ -353,7 +353,17 @@ class ParameterTags:
     grad_norm: str | None = None
     weight_nonfinite: str | None = None
     grad_nonfinite: str | None = None
+    weight_also: tuple[SeriesKey, ...] = ()
+    """Further weight series of the same variable, written by another writer into the same run
+    (Keras' ``TensorBoard(histogram_freq=1)`` beside ``GradientLogger``; a hand-written
+    ``add_histogram`` beside the PyTorch helper): one parameter, judged on ``weight`` (see
+    :func:`gradcheck.verdicts.signals.decide_series`), the others confirming its movement."""
+    gradient_also: tuple[SeriesKey, ...] = ()
+    """Further gradient series of the same variable (as ``weight_also``)."""
 
+
+Slots = dict[str, "SeriesKey | str | list[SeriesKey]"]
+"""A parameter's series while pairing: slot -> histogram key, scalar tag, or further keys."""
 
 _SCALAR_FIELDS = ("weight_norm", "grad_norm", "weight_nonfinite", "grad_nonfinite")
 
@@ -369,21 +379,28 @@ def pair_parameters(
     ``histogram_keys`` and ``scalar_tags`` are in order of first appearance; parameters are
     numbered in that order (histograms first). Series of a colliding tag (``index`` > 0) get
     ``#index`` after their name, as the reader names them. ``other`` series are left out.
+    Two series of one role under one name are one variable logged by two writers (Keras'
+    ``<path>/histogram`` beside ``weights/<path>``): one parameter, the later series in
+    ``weight_also`` / ``gradient_also``.
     A weight and a gradient left without a partner are paired when their names differ only by
     a convention of their own (:func:`_alternative_names`). ``roles``: the scalars' roles when
     the caller has them (:func:`scalar_roles` of ``scalar_tags``).
     """
     rules = rules or DEFAULT_RULES
-    found: dict[str, dict[str, SeriesKey | str]] = {}
+    found: dict[str, Slots] = {}
     for tag, index in histogram_keys:
         role, name = rules.classify(tag)
         if role == "other":
             continue
         name = f"{name}#{index}" if index else name
         slot = "gradient" if role == "gradient" else "weight"
-        if slot in found.get(name, {}):
-            name = tag if not index else f"{tag}#{index}"  # two series claim one name
-        found.setdefault(name, {})[slot] = (tag, index)
+        slots = found.setdefault(name, {})
+        if slot in slots:  # another writer's series of the same variable
+            also = slots.setdefault(f"{slot}_also", [])
+            assert isinstance(also, list)
+            also.append((tag, index))
+        else:
+            slots[slot] = (tag, index)
     for tag, scalar in (scalar_roles(scalar_tags) if roles is None else roles).items():
         if scalar.name is not None and scalar.kind in _SCALAR_FIELDS:
             found.setdefault(scalar.name, {}).setdefault(scalar.kind, tag)
@@ -400,8 +417,8 @@ _ROLE_LAST = re.compile(r"^(?P<name>.+)/(?:weights?|params?|parameters?|values?)
 _UNIQUIFIED = re.compile(r"^(?P<name>.+)_\d+$")
 
 
-_WEIGHT_SLOTS = frozenset(("weight", "weight_norm", "weight_nonfinite"))
-_GRADIENT_SLOTS = frozenset(("gradient", "grad_norm", "grad_nonfinite"))
+_WEIGHT_SLOTS = frozenset(("weight", "weight_norm", "weight_nonfinite", "weight_also"))
+_GRADIENT_SLOTS = frozenset(("gradient", "grad_norm", "grad_nonfinite", "gradient_also"))
 
 
 def _alternative_names(name: str, uniquified: bool) -> set[str]:
@@ -417,7 +434,7 @@ def _alternative_names(name: str, uniquified: bool) -> set[str]:
     return names
 
 
-def _pair_leftovers(found: dict[str, dict[str, SeriesKey | str]], uniquified: bool) -> None:
+def _pair_leftovers(found: dict[str, Slots], uniquified: bool) -> None:
     """Merge a weight-only and a gradient-only entry whose alternative names meet, when the
     match is unique both ways; the merged entry keeps the earlier one's place."""
     weights = [name for name, slots in found.items() if set(slots) <= _WEIGHT_SLOTS]
@@ -443,16 +460,20 @@ def _pair_leftovers(found: dict[str, dict[str, SeriesKey | str]], uniquified: bo
             _rename(found, first, gradient)
 
 
-def _rename(found: dict[str, dict[str, SeriesKey | str]], old: str, new: str) -> None:
+def _rename(found: dict[str, Slots], old: str, new: str) -> None:
     items = [(new if name == old else name, slots) for name, slots in found.items()]
     found.clear()
     found.update(items)
 
 
-def _parameter(name: str, depth: int, slots: dict[str, SeriesKey | str]) -> ParameterTags:
+def _parameter(name: str, depth: int, slots: Slots) -> ParameterTags:
     def key(slot: str) -> SeriesKey | None:
         value = slots.get(slot)
         return value if isinstance(value, tuple) else None
+
+    def keys(slot: str) -> tuple[SeriesKey, ...]:
+        value = slots.get(slot)
+        return tuple(value) if isinstance(value, list) else ()
 
     def tag(slot: str) -> str | None:
         value = slots.get(slot)
@@ -467,4 +488,6 @@ def _parameter(name: str, depth: int, slots: dict[str, SeriesKey | str]) -> Para
         grad_norm=tag("grad_norm"),
         weight_nonfinite=tag("weight_nonfinite"),
         grad_nonfinite=tag("grad_nonfinite"),
+        weight_also=keys("weight_also"),
+        gradient_also=keys("gradient_also"),
     )

@@ -13,7 +13,8 @@ epoch, no gradient), trained for 5 epochs of 12 batches with plain SGD twice:
 - ``float32_gradients``: learning rate 1e-7 on inputs of unit scale, gradients and weights also
   logged every 4 steps by ``gradcheck.keras.GradientLogger`` (the stock callback logs only
   the loss and learning rate): the kernels' updates are below
-  float32 resolution, the weights stay bit-identical.
+  float32 resolution, the weights stay put (their exact norms move ~1e-10: a few small
+  elements' updates survive rounding).
 
 Deterministic (seeded); a few seconds each on 2 CPU cores. ``tests/test_slow_real.py`` writes
 them into a temporary directory; the docs' transcript reads ``sample_slow/tiny_lr`` and

@@ -111,3 +111,80 @@ def screenshot(page: Path, target: Path, width: int = 1280, height: int = 2400) 
     size = f"--window-size={width},{height}"
     _run(page, target.parent / "profile-shot", f"--screenshot={target}", size, "--hide-scrollbars")
     return target
+
+
+WINDOW_WIDTH = 1400  # CSS pixels: a laptop's browser window
+BOX_PROBE = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="page" src="{src}" style="width:{width}px;height:900px;border:0"></iframe>
+<script>
+document.getElementById("page").addEventListener("load", function () {{
+  var frame = this;
+  setTimeout(function () {{
+    var doc = frame.contentDocument, found = [];
+    {selectors}.forEach(function (selector) {{
+      var node = doc.querySelector(selector);
+      if (!node) {{ found.push(selector + "=none"); return; }}
+      var box = node.getBoundingClientRect();
+      found.push(selector + "=" + [box.left, box.top, box.width, box.height].map(Math.round));
+    }});
+    document.body.dataset.boxes = found.join(";");
+    document.body.dataset.scroll = doc.documentElement.scrollWidth + " "
+      + doc.documentElement.clientWidth;
+  }}, 2000);
+}});
+</script></body></html>
+"""
+
+
+@dataclass(frozen=True)
+class Box:
+    """Where an element lies on the page, in CSS pixels from the document's top left."""
+
+    left: int
+    top: int
+    width: int
+    height: int
+
+    @property
+    def bottom(self) -> int:
+        return self.top + self.height
+
+
+def boxes_at(
+    page: Path, workdir: Path, selectors: list[str], width: int = WINDOW_WIDTH
+) -> tuple[dict[str, Box | None], Widths]:
+    """The box of the first element matching each CSS selector (None when none does) once the
+    page's charts are drawn, in a window ``width`` CSS pixels wide, and how wide the document
+    is there (``Widths.charts`` is 0: not measured)."""
+    import json
+
+    probe = workdir / f"boxes-{page.stem}.html"
+    probe.write_text(
+        BOX_PROBE.format(src=page.resolve().as_uri(), width=width, selectors=json.dumps(selectors))
+    )
+    allow = "--allow-file-access-from-files"
+    done = _run(probe, workdir / "profile-boxes", allow, "--dump-dom")
+    found = re.search(r'data-boxes="([^"]*)" data-scroll="(\d+) (\d+)"', done.stdout)
+    assert found, "the box probe wrote nothing: the page did not load in time"
+    boxes: dict[str, Box | None] = {}
+    for item in found.group(1).split(";"):
+        selector, _, numbers = item.rpartition("=")
+        boxes[selector] = None if numbers == "none" else Box(*map(int, numbers.split(",")))
+    document, viewport = int(found.group(2)), int(found.group(3))
+    return boxes, Widths(document=document, viewport=viewport, charts=0)
+
+
+def share_of_colour(
+    png: Path, box: Box, colour: tuple[int, int, int], tolerance: int = 12
+) -> float:
+    """The share of ``box``'s pixels in the screenshot ``png`` within ``tolerance`` of
+    ``colour`` (per channel): what a reader sees of that colour there."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        region = image.convert("RGB").crop((box.left, box.top, box.left + box.width, box.bottom))
+        pixels = list(region.getdata())
+    close = sum(
+        all(abs(a - b) <= tolerance for a, b in zip(p, colour, strict=True)) for p in pixels
+    )
+    return close / max(len(pixels), 1)

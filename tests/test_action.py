@@ -35,8 +35,7 @@ def defaults() -> dict[str, str]:
     [
         (
             {"INPUT_PATHS": "logs/"},
-            "analyze logs/ --fail-on nan,exploding --format github "
-            "--report markdown:F/gradcheck.md --report html:F/gradcheck.html",
+            "analyze logs/ --fail-on nan,exploding --format github --report html:F/gradcheck.html",
         ),
         (
             {
@@ -46,7 +45,7 @@ def defaults() -> dict[str, str]:
                 "INPUT_ARGS": "--config gc.toml --run 'lr*'",
             },
             "analyze runs/a 'runs/with space' runs/b --fail-on any --format github "
-            "--report markdown:F/gradcheck.md --config gc.toml --run 'lr*'",
+            "--config gc.toml --run 'lr*'",
         ),
     ],
 )
@@ -123,6 +122,7 @@ def test_the_action_fails_on_nan_annotates_summarises_and_keeps_the_html(tmp_pat
     assert any(line.startswith("::error ") for line in stdout.splitlines())
     written = summary.read_text(encoding="utf-8")
     assert "torch_exploding_nan" in written and "0.weight" in written
+    assert written.count("## gradcheck") == 1  # appended once, by --format github
     lines = dict(line.split("=", 1) for line in outputs.read_text().splitlines())
     assert lines["exit-status"] == "1"
     report = Path(lines["report"])

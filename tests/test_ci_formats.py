@@ -7,17 +7,27 @@ import json
 import re
 import shutil
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from gradcheck.model import Report
 from gradcheck.report import FormatOptions
 from gradcheck.report.escape import terminal_lines
 from gradcheck.report.github import GithubFormatter, escape_data, escape_property
 from gradcheck.report.junit import JunitFormatter
 from gradcheck.status import ExitStatus
+from gradcheck.verdicts import hints
 from gradcheck.verdicts.gate import parse_fail_on
-from tests.handmade import HOSTILE_RUN, HOSTILE_TAG, hostile_report, sample_report
+from tests.handmade import (
+    HOSTILE_RUN,
+    HOSTILE_TAG,
+    healthy_run,
+    hostile_report,
+    layer,
+    sample_report,
+)
 from tests.synthetic_runs import NAN_FROM, PARAMETERS
 from tests.test_cli import invoke
 from tests.test_formats import check_golden
@@ -52,20 +62,18 @@ def test_github_errors_for_fail_on_and_warnings_for_the_other_findings() -> None
     lines = GithubFormatter().format(sample_report()).splitlines()
     commands = [parse_command(line) for line in lines]
     findings = [
-        (name, props["title"])
-        for name, props, _ in commands
-        if " in runs/" in props.get("title", "")
+        (name, props["title"]) for name, props, _ in commands if " in runs/" in props["title"]
     ]
     assert findings == [
-        ("error", "nan, exploding: fc1.weight in runs/troubled"),
-        ("error", "exploding: fc2.weight in runs/troubled"),
-        ("warning", "vanishing: encoder.layers.0.self_attention.in_proj_weight in runs/troubled"),
-        ("warning", "static: bn1.weight in runs/troubled"),
+        ("error", "gradcheck: nan in runs/troubled"),
+        ("error", "gradcheck: exploding in runs/troubled"),
+        ("warning", "gradcheck: vanishing in runs/troubled"),
+        ("warning", "gradcheck: static in runs/troubled"),
     ]
-    _, _, first_message = commands[2]
-    assert first_message.splitlines()[1:] == [
-        "first bad step: 24",
-        "hint: Lower the learning rate or clip the global gradient norm.",
+    _, _, first_message = commands[0]
+    assert first_message.splitlines() == [
+        "runs/troubled: 1 parameter nan from step 24: fc1.weight",
+        "fix: Lower the learning rate or clip the global gradient norm.",  # not a known hint
     ]
     name, _, summary = commands[-1]
     assert name == "notice" and summary.endswith("1 run failing --fail-on nan,exploding")
@@ -73,6 +81,67 @@ def test_github_errors_for_fail_on_and_warnings_for_the_other_findings() -> None
     assert sum(line.startswith("::error ") for line in every.splitlines()) == 4
     none = GithubFormatter(FormatOptions(fail_on=parse_fail_on("none"))).format(sample_report())
     assert not any(line.startswith("::error") for line in none.splitlines())
+
+
+def many_runs_report(runs: int) -> Report:
+    """``runs`` runs, each with 3 NaN parameters (one error annotation each) and one static
+    and one vanishing parameter (two warnings), most severe in the last run."""
+    reports = []
+    for index in range(runs):
+        layers = tuple(
+            layer(
+                f"fc{i}.weight",
+                "nan",
+                severity=10.0 + index,
+                first_bad_step=20 + i,
+                depth=i,
+                hint=hints.NAN_AFTER_RISE,
+            )  # fmt: skip
+            for i in range(3)
+        ) + (
+            layer("bn.weight", "static", severity=1.0, depth=3, hint=hints.STATIC_PLAIN),
+            layer("emb.weight", "vanishing", severity=2.0, first_bad_step=0, depth=4),
+        )
+        reports.append(replace(healthy_run(), run=f"run{index}", layers=layers))
+    return Report(version="0.1.0", runs=tuple(reports))
+
+
+@pytest.mark.parametrize("step_summary", [False, True])
+def test_github_annotates_at_most_ten_of_each_level_worst_first_and_says_what_it_left_out(
+    step_summary: bool,
+) -> None:
+    options = FormatOptions(fail_on=parse_fail_on("nan"), step_summary=step_summary)
+    commands = [
+        parse_command(line)
+        for line in GithubFormatter(options).format(many_runs_report(11)).splitlines()
+    ]
+    levels = [name for name, _, _ in commands]
+    assert levels.count("error") == 10 and levels.count("warning") == 10
+    assert levels.count("notice") <= 10
+    errors = [message for name, _, message in commands if name == "error"]
+    # the most severe run first: run10's NaN (severity 20) down to run2's; run1 and run0 left out
+    assert [e.split(":")[0] for e in errors[:9]] == [f"run{i}" for i in range(10, 1, -1)]
+    assert errors[0].splitlines()[0] == "run10: 3 parameters nan from step 20: fc0.weight, " \
+        "fc1.weight, fc2.weight"  # fmt: skip
+    assert errors[0].splitlines()[1:] == [
+        "gradients grew by orders of magnitude, then overflowed to NaN/Inf",
+        "fix: lower the learning rate, clip the global gradient norm, warm up",
+    ]
+    (left_out,) = [
+        m for _, props, m in commands if props["title"] == "gradcheck: more not annotated"
+    ]
+    # 2 NaN groups (6 findings) and 12 of the 22 warning groups (12 findings) did not fit
+    assert left_out.startswith("18 findings not annotated (GitHub shows 10 annotations")
+    where = "job summary" if step_summary else "table, markdown or json"
+    assert where in left_out
+    shown = sum(int(m.split(": ")[1].split()[0]) for n, p, m in commands if " in run" in p["title"])
+    assert shown + 18 == 11 * 5  # every finding annotated or counted as left out
+
+
+def test_github_fits_in_one_annotation_per_level_when_few() -> None:
+    lines = GithubFormatter().format(many_runs_report(1)).splitlines()
+    assert not any("more not annotated" in line for line in lines)
+    assert len(lines) == 3 + 1  # nan (error), static and vanishing (warnings), the summary
 
 
 def test_github_escaping_follows_the_workflow_command_syntax() -> None:
@@ -86,14 +155,15 @@ def test_github_escaping_follows_the_workflow_command_syntax() -> None:
 def test_github_hostile_names_cannot_start_or_end_a_command() -> None:
     text = GithubFormatter().format(hostile_report())
     lines = text.splitlines()
-    assert len(lines) == 4  # report warning, run warning, the finding, the summary: no more
+    assert len(lines) == 4  # the finding, report warning, run warning, the summary: no more
     assert all(COMMAND.match(line) for line in lines)
     assert not any(line.startswith("::error::") for line in lines)
-    name, properties, message = parse_command(lines[2])
+    name, properties, message = parse_command(lines[0])
     assert name == "error"
     shown_tag, shown_run = terminal_lines(HOSTILE_TAG), terminal_lines(HOSTILE_RUN)
-    assert properties["title"] == f"nan: {shown_tag} in {shown_run}"
-    assert message.startswith(f"gradient non-finite ({shown_tag})")
+    assert properties["title"] == f"gradcheck: nan in {shown_run}"
+    assert message.startswith(f"{shown_run}: 1 parameter nan")
+    assert shown_tag in message
 
 
 # --- JUnit ------------------------------------------------------------------------------------
@@ -194,7 +264,10 @@ def test_several_reports_in_one_run(logs: Path, tmp_path: Path) -> None:
     junit = ET.fromstring(paths["junit"].read_text())
     assert junit.get("failures") == str(len(PARAMETERS))
     assert paths["markdown"].read_text().startswith("## gradcheck")
-    assert paths["github"].read_text().count("::error ") == len(PARAMETERS)
+    assert paths["github"].read_text().count("::error ") == 1  # one run, one verdict
+    assert f"3 parameters nan from step {NAN_FROM}: fc1.weight, fc1.bias, fc2.weight" in (
+        unescape(paths["github"].read_text())
+    )
     assert paths["html"].read_text().count("Plotly.newPlot(") >= 1 + len(PARAMETERS)
     lines = result.stderr.splitlines()
     assert lines[:4] == [
@@ -213,7 +286,7 @@ def test_reports_leave_the_exit_status_to_fail_on(logs: Path, tmp_path: Path) ->
     assert result.exit_code == ExitStatus.OK
     assert ET.fromstring(target.read_text()).get("failures") == "0"
     assert "failing" not in result.stderr  # nothing fails --fail-on none
-    assert "healthy parameters" in result.stdout  # the table, on stdout
+    assert "all healthy: gradients and weights" in result.stdout  # the table, on stdout
 
 
 @pytest.mark.parametrize("value", ["junit", "pdf:out.pdf", "junit:", ":out.xml"])
@@ -261,3 +334,19 @@ def test_ci_formats_say_what_a_run_leaves_unjudged() -> None:
     assert ("warning", "nothing to judge: only scalars: loss") in [
         (name, message) for name, _, message in commands
     ]
+
+
+def test_github_format_appends_the_full_markdown_report_to_the_step_summary(
+    logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = invoke("analyze", str(logs), "--format", "github", "--top", "1")
+    assert result.exit_code == ExitStatus.FINDINGS
+    text = summary.read_text()
+    assert text.startswith("earlier step\n## gradcheck")  # appended, never overwritten
+    assert all(f"`{name}`" in text for name in PARAMETERS)  # every finding, whatever --top
+    # without a github report the summary is left alone
+    invoke("analyze", str(logs), "--format", "json")
+    assert summary.read_text() == text

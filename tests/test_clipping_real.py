@@ -111,7 +111,9 @@ def test_clipping_kind_and_advice_reach_json_table_and_markdown(runs: dict[str, 
     path = str(runs["value"].path)
     outputs = {
         fmt: CliRunner().invoke(
-            cli.cli, ["analyze", path, "--format", fmt, "--fail-on", "none"], obj=Env(width=100)
+            cli.cli,
+            ["analyze", path, "--format", fmt, "--fail-on", "none", "--explain"],
+            obj=Env(width=100),
         )
         for fmt in ("json", "table", "markdown")
     }
@@ -123,6 +125,11 @@ def test_clipping_kind_and_advice_reach_json_table_and_markdown(runs: dict[str, 
         text = " ".join(outputs[fmt].stdout.split())
         assert f"gradients clipped by value at ±{format_number(clip_value)}" in text, fmt
         assert "changes the gradient's direction" in text, fmt
+    # by default too: a clip by value is worth a word in a run that did not blow up
+    default = CliRunner().invoke(
+        cli.cli, ["analyze", path, "--fail-on", "none"], obj=Env(width=100)
+    )
+    assert "changes the gradient's direction" in " ".join(default.stdout.split())
 
 
 def test_a_vanishing_recurrent_layer_is_not_told_to_use_relu(runs: dict[str, Logged]) -> None:

@@ -50,7 +50,11 @@ hooks = sys.modules["docs_hooks"] = importlib.util.module_from_spec(_hooks_spec)
 _hooks_spec.loader.exec_module(hooks)
 
 EXPECTED = {
-    "gradcheck analyze sample_runs/torch_exploding_nan": (ExitStatus.FINDINGS, "0.weight"),
+    "gradcheck analyze sample_runs/torch_exploding_nan sample_runs/torch_frozen "
+    "sample_runs/torch_clipped": (
+        ExitStatus.FINDINGS,
+        "  all healthy: gradients and weights of 6 parameters in 3 layers",
+    ),
     "gradcheck analyze sample_runs/": (ExitStatus.FINDINGS, "sample_runs/torch_frozen"),
     "gradcheck analyze sample_slow/": (
         ExitStatus.OK,  # slow is not in the default --fail-on
@@ -60,9 +64,9 @@ EXPECTED = {
         ExitStatus.OK,
         "a loss summed instead of averaged over a batch of 32?",
     ),
-    "gradcheck analyze sample_clipping/none sample_clipping/value": (
+    "gradcheck analyze sample_clipping/none sample_clipping/value --clip": (
         ExitStatus.OK,
-        "gradients clipped by value at ±1.0e-2",
+        "clipping: Clipped by value at ±0.01 (clip_grad_value_, tf.clip_by_value, Keras",
     ),
     "gradcheck analyze tests/data/sweep | head -16": (
         ExitStatus.FINDINGS,

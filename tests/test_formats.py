@@ -26,7 +26,7 @@ from gradcheck.report.json_format import SCHEMA_VERSION, JsonFormatter, report_d
 from gradcheck.report.markdown import MarkdownFormatter
 from gradcheck.report.numbers import format_number, format_ratio, format_steps
 from gradcheck.report.sparkline import BLOCKS, resample, sparkline
-from gradcheck.report.table import TableFormatter, shorten
+from gradcheck.report.table import TableFormatter
 from gradcheck.report.view import notes_for, select_layers
 from tests.handmade import clean_report, healthy_run, layer, sample_report, troubled_run
 
@@ -55,7 +55,7 @@ def test_every_format_choice_has_a_formatter() -> None:
     assert choices == set(FORMATS) == set(cli.FORMAT_CHOICES)
     for name in choices:
         text = formatter_for(name).format(sample_report())
-        assert text.endswith("\n") and "fc1.weight" in text
+        assert text.endswith("\n") and ("fc1.weight" in text or name == "table" and "fc1" in text)
 
 
 # --- golden files -----------------------------------------------------------------------------
@@ -90,13 +90,13 @@ def test_golden_colour_table_on_a_terminal() -> None:
 # --- table ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("width", [60, 80, 100])
-@pytest.mark.parametrize("show_all", [False, True])
-def test_table_fits_the_width(width: int, show_all: bool) -> None:
-    options = FormatOptions(env=Env(width=width), show_all=show_all)
+@pytest.mark.parametrize("width", [40, 60, 80, 100])
+@pytest.mark.parametrize(("show_all", "explain"), [(False, False), (False, True), (True, False)])
+def test_table_fits_the_width(width: int, show_all: bool, explain: bool) -> None:
+    options = FormatOptions(env=Env(width=width), show_all=show_all, explain=explain)
     lines = TableFormatter(options).format(sample_report()).splitlines()
     assert max(len(line) for line in lines) <= width
-    assert len(lines) > 10
+    assert len(lines) > 8
 
 
 def test_table_honours_no_color_on_a_terminal() -> None:
@@ -105,35 +105,56 @@ def test_table_honours_no_color_on_a_terminal() -> None:
     assert not ANSI.search(TableFormatter(FormatOptions(env=env)).format(sample_report()))
 
 
-def test_table_folds_healthy_parameters_and_lists_them_with_all() -> None:
+def test_a_healthy_run_takes_two_lines_none_repeating_another() -> None:
+    text = TableFormatter(FormatOptions()).format(clean_report())
+    assert text.splitlines() == [
+        "runs/healthy · steps 0–2 · 1 file",
+        "  all healthy: gradients and weights of 2 parameters",
+    ]
+
+
+def test_table_lists_layers_and_every_parameter_with_all() -> None:
     folded = TableFormatter(FormatOptions()).format(sample_report())
-    assert "ok: 2 healthy parameters (--all lists them)" in folded
-    assert "fc3.weight" not in folded
+    assert "fc3" not in folded  # healthy: counted ("2 ok"), not listed
+    assert "6 parameters in 5 layers: 1 nan · 1 exploding · 1 vanishing · 1 static · 2 ok" in (
+        folded
+    )
     unfolded = TableFormatter(FormatOptions(show_all=True)).format(sample_report())
-    assert "fc3.weight" in unfolded and "--all lists them" not in unfolded
+    assert "fc3.weight" in unfolded and "fc3.bias|odd" in unfolded
 
 
-def test_table_rows_are_worst_first_with_key_numbers_and_sparkline() -> None:
+def test_table_rows_are_layers_worst_first_with_onset_parameters_and_sparkline() -> None:
     lines = TableFormatter(FormatOptions()).format(sample_report()).splitlines()
-    rows = [line for line in lines if re.match(r"(nan|exploding|vanishing|static|ok) ", line)]
-    assert [row.split()[0] for row in rows] == ["nan", "exploding", "vanishing", "static"]
-    nan_row = rows[0].split()
-    assert nan_row[1:7] == ["fc1.weight", "24", "3.16", "–", "1", "0.84"]
-    assert nan_row[7].endswith("█!!!!") and nan_row[7][0] == BLOCKS[0]  # 32 steps in 16
-    assert rows[3].split()[-1] == "·" * 16  # a gradient that is exactly zero
+    heading = next(i for i, line in enumerate(lines) if line.startswith("  verdict   from"))
+    rows = [line.split() for line in lines[heading + 1 : heading + 5]]
+    assert [row[:4] for row in rows] == [
+        ["nan", "24", "fc1", "weight"],
+        ["exploding", "12", "fc2", "weight"],
+        ["vanishing", "0", "encoder.layers.0.self_attention", "in_proj_weight"],
+        ["static", "bn1", "weight", "·" * 16],  # no onset; a gradient that is exactly zero
+    ]
+    assert rows[0][4].endswith("█!!!!") and rows[0][4][0] == BLOCKS[0]  # 32 steps in 16
+
+
+def test_table_all_rows_are_parameters_with_key_numbers() -> None:
+    lines = TableFormatter(FormatOptions(show_all=True)).format(sample_report()).splitlines()
+    heading = next(i for i, line in enumerate(lines) if line.startswith("  verdict   parameter"))
+    rows = [line.split() for line in lines[heading + 1 : heading + 7]]
+    assert [row[0] for row in rows] == ["nan", "exploding", "vanishing", "static", "ok", "ok"]
+    assert rows[0][1:7] == ["fc1.weight", "24", "3.16", "–", "1", "0.84"]
+
+
+def test_table_evidence_only_with_explain() -> None:
+    evidence = "gradient norm is NaN from step 24"
+    assert evidence not in TableFormatter(FormatOptions()).format(sample_report())
+    assert evidence in TableFormatter(FormatOptions(explain=True)).format(sample_report())
+    assert evidence in TableFormatter(FormatOptions(show_all=True)).format(sample_report())
 
 
 def test_table_top_counts_what_it_does_not_list() -> None:
     text = TableFormatter(FormatOptions(top=1)).format(sample_report())
-    assert "… 3 more findings (--top N or --all)" in text
-    assert "fc2.weight" not in text
-
-
-def test_shorten_keeps_more_of_the_end() -> None:
-    assert shorten("encoder.layers.0.self_attention.in_proj_weight", 16) == "encod…roj_weight"
-    assert shorten("mlp/hidden_1/kernel", 16) == "mlp/h…n_1/kernel"
-    assert shorten("fc1.weight", 15) == "fc1.weight"
-    assert len(shorten("x" * 100, 16)) == 16
+    assert "… 3 more layers with findings (--top N, --all)" in text
+    assert "fc2" not in text
 
 
 # --- JSON -------------------------------------------------------------------------------------

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from gradcheck._optional import MissingDependencyError
-from gradcheck.model import Comparison
+from gradcheck.model import Comparison, Report, RunReport
 from gradcheck.report.compare_html import ComparisonHtmlFormatter
 from gradcheck.report.html import HtmlFormatter, escape
+from gradcheck.report.layers import layer_view
 from tests import browser
 from tests.handmade import HOSTILE_RUN, hostile_report, sample_report
 from tests.test_formats import check_golden
@@ -86,12 +87,57 @@ def test_html_is_self_contained() -> None:
     assert not re.search(r"<(?:script|link|img|iframe)[^>]+(?:src|href)=", without_plotly(text))
 
 
-def test_html_lists_failing_runs_first_with_a_chart_per_finding() -> None:
+def test_html_opens_on_an_overview_of_every_run_linked_to_its_section() -> None:
     text = HtmlFormatter().format(sample_report())
-    assert text.index("runs/troubled") < text.index("runs/healthy")
-    # the global norm, four findings and one depth profile (the healthy run has no gradients)
-    assert len(re.findall(r'<div id="chart-\d+"', text)) == 6
-    assert text.count("<tr>") == 6 + 2 + 2  # a heading row per run and every parameter
+    overview = text.index('<h2 id="overview">2 runs under <code>runs/</code></h2>')
+    assert overview < text.index('<section id="run-1">') < text.index('<section id="run-2">')
+    table = text[overview : text.index("</table>", overview)]
+    assert table.index('href="#run-1"><code>troubled') < table.index('href="#run-2"><code>healthy')
+    assert '<span class="nan">1 nan</span> · <span class="exploding">1 exploding</span>' in table
+    assert '<span class="nan">nan</span> <code>fc1 (weight)</code>' in table  # worst finding
+    assert '<td class="num" data-value="24.0">24</td>' in table  # and its onset
+
+
+def test_html_draws_a_chart_per_finding_group_and_lists_frozen_parameters() -> None:
+    text = HtmlFormatter().format(sample_report())
+    troubled = text[text.index('<section id="run-1">') : text.index('<section id="run-2">')]
+    # the heatmap, nan, exploding and vanishing groups, the global norm (the run went NaN);
+    # bn1 is static: a list, not a flat line
+    assert len(re.findall(r'<div id="chart-\d+"', troubled)) == 5
+    assert "<h3>Weights that never moved (1)</h3>\n<ul><li><code>bn1</code> (weight): " in troubled
+    # layer rows (a heading and 4), cause and fix per verdict (4), every parameter (folded: 1 + 6)
+    assert troubled.count("<tr>") == 1 + 4 + 4 + 1 + 6
+
+
+def many_nan_parameters() -> RunReport:
+    """Twelve NaN parameters in six layers, all from step 24: one group, one chart."""
+    from dataclasses import replace
+
+    from tests.handmade import layer, rising_then_nan
+
+    layers = tuple(
+        layer(
+            f"block/dense_{i // 2}/{('kernel', 'bias')[i % 2]}",
+            "nan",
+            severity=5.0,
+            first_bad_step=24,
+            depth=i,
+            trend=rising_then_nan(),
+        )  # fmt: skip
+        for i in range(12)
+    )
+    return replace(sample_report().runs[1], run="runs/nan", layers=layers)
+
+
+def test_one_chart_for_a_group_not_one_per_parameter() -> None:
+    report = Report(version="0", runs=(many_nan_parameters(),))
+    text = HtmlFormatter().format(report)
+    assert len(re.findall(r'<div id="chart-\d+"', text)) == 2  # the heatmap and the group
+    assert "<code>dense_0 … dense_5</code> (kernel, bias), from step 24</h3>" in text
+    figure = html_charts.group_figure(layer_view(many_nan_parameters()).rows[0], str)
+    assert figure is not None
+    lines = [t for t in figure["data"] if t["mode"] == "lines" and "dash" not in str(t)]
+    assert len(lines) == html_charts.MAX_GROUP_LINES  # the most severe; the table has them all
 
 
 def test_finding_chart_marks_thresholds_onset_and_nonfinite_steps() -> None:
@@ -123,14 +169,44 @@ def test_finding_chart_puts_the_update_size_under_the_norm() -> None:
     assert figure["layout"]["xaxis"]["anchor"] == "y2"
 
 
-def test_profile_bins_each_gradient_norm_on_a_log_scale() -> None:
-    figure = html_charts.profile_figure(sample_report().runs[0], str)
+def test_heatmap_has_a_column_per_logged_step_and_marks_nan_and_zero_cells() -> None:
+    from dataclasses import replace
+
+    from gradcheck.model import StepSeries
+
+    run = sample_report().runs[0]
+    sparse = np.array([0, 10, 500, 501, 9000], dtype=np.int64)  # logged far apart
+    values = np.array([1.0, 0.0, 1e-3, np.nan, 2.0])
+    series = StepSeries("gradient L2 norm", sparse, values, np.array([501], dtype=np.int64))
+    layers = (replace(run.layers[1], series=series),)
+    figure = html_charts.layer_heatmap(replace(run, layers=layers), str)
     assert figure is not None
-    (heatmap,) = figure["data"]
-    assert heatmap["y"][:2] == ["fc1.weight", "fc2.weight"]  # by depth
-    fc2 = np.array([np.nan if v is None else v for v in heatmap["z"][1]], dtype=float)
-    finite = fc2[np.isfinite(fc2)]
-    assert finite[0] == pytest.approx(0.0) and finite[-1] == pytest.approx(31 / 8)
+    norms, zeros, bad = figure["data"]
+    assert norms["x"] == ["0", "10", "500", "501", "9000"]  # logged steps, no gaps between
+    assert figure["layout"]["xaxis"]["type"] == "category"
+    assert norms["y"] == ["fc2"]  # the layer (its parameters combined)
+    assert norms["z"] == [[0.0, None, -3.0, None, pytest.approx(np.log10(2.0))]]
+    assert zeros["z"] == [[None, 1, None, None, None]]  # exactly zero: grey, not a cliff
+    assert bad["z"] == [[None, None, None, 1, None]]  # NaN/Inf: red
+    assert bad["colorscale"][0][1] == html_charts.NONFINITE_COLOR
+
+
+def test_heatmap_combines_a_layers_parameters_and_groups_long_logs_into_runs_of_steps() -> None:
+    from dataclasses import replace
+
+    from tests.handmade import step_series
+
+    run = sample_report().runs[0]
+    steps = 3 * html_charts.MAX_COLUMNS
+    kernel = replace(run.layers[1], name="fc2.weight", series=step_series("gradient L2 norm",
+                     (3.0,) * steps))  # fmt: skip
+    bias = replace(run.layers[1], name="fc2.bias", series=step_series("gradient L2 norm",
+                   (4.0,) * steps))  # fmt: skip
+    figure = html_charts.layer_heatmap(replace(run, layers=(kernel, bias)), str)
+    assert figure is not None
+    norms = figure["data"][0]
+    assert len(norms["x"]) == html_charts.MAX_COLUMNS and norms["x"][0] == "0–2"
+    assert norms["z"][0][0] == pytest.approx(np.log10(5.0))  # sqrt(3^2 + 4^2)
 
 
 def test_html_escapes_hostile_names_in_markup_and_charts() -> None:
@@ -138,7 +214,7 @@ def test_html_escapes_hostile_names_in_markup_and_charts() -> None:
     assert "<script>console" not in text and "<img" not in text
     assert "&lt;script&gt;console.log(&#x27;INJECTED&#x27;)&lt;/script&gt;" in text
     assert "runs/&quot;&gt;&lt;img src=x onerror=" in text
-    figure = html_charts.profile_figure(hostile_report().runs[0], escape)
+    figure = html_charts.layer_heatmap(hostile_report().runs[0], escape)
     assert figure is not None and "<" not in "".join(figure["data"][0]["y"])
 
 
@@ -205,3 +281,41 @@ def test_finding_chart_marks_each_flags_onset() -> None:
     assert [shape["x0"] for shape in figure["layout"]["shapes"]] == [24, 9]
     texts = [note["text"] for note in figure["layout"]["annotations"]]
     assert texts == ["nan from 24", "exploding from 9"]
+
+
+def test_a_reader_sees_the_overview_first_and_the_heatmaps_nan_cells_in_red(
+    tmp_path: Path,
+) -> None:
+    """At 1400 px: the overview table is on the first screen, above every run; in the NaN
+    run's heatmap, its NaN cells are drawn red (the screenshot's pixels, not the DOM's)."""
+    browser.chromium()
+    page = tmp_path / "report.html"
+    page.write_text(HtmlFormatter().format(sample_report()), encoding="utf-8")
+    selectors = ["#overview", "#overview + div table", "#run-1", "#run-1 .js-plotly-plot"]
+    boxes, widths = browser.boxes_at(page, tmp_path, selectors)
+    overview, table, section, heatmap = (boxes[selector] for selector in selectors)
+    assert overview and table and section and heatmap
+    assert overview.top < table.bottom < section.top and table.bottom < 900  # the first screen
+    assert widths.document <= widths.viewport  # nothing cut off at 1400 px
+    shot = browser.screenshot(page, tmp_path / "report.png", width=browser.WINDOW_WIDTH,
+                              height=heatmap.bottom + 20)  # fmt: skip
+    red = tuple(int(html_charts.NONFINITE_COLOR[i : i + 2], 16) for i in (1, 3, 5))
+    # fc1's 8 NaN steps of 32, one of 4 layers with gradients: ~6% of the plotting area
+    assert browser.share_of_colour(shot, heatmap, red) > 0.02  # type: ignore[arg-type]
+    healthy = browser.boxes_at(page, tmp_path, ["#run-2 .js-plotly-plot"])[0]
+    box = healthy["#run-2 .js-plotly-plot"]
+    assert box is not None
+    shot = browser.screenshot(page, tmp_path / "healthy.png", width=browser.WINDOW_WIDTH,
+                              height=box.bottom + 20)  # fmt: skip
+    assert browser.share_of_colour(shot, box, red) == 0  # type: ignore[arg-type]
+
+
+def test_comparison_fits_a_1400_px_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The "parts at step" column was cut off at 1400 px."""
+    browser.chromium()
+    page = tmp_path / "comparison.html"
+    page.write_text(ComparisonHtmlFormatter().format(summed_loss(monkeypatch)), encoding="utf-8")
+    boxes, widths = browser.boxes_at(page, tmp_path, ["table th:last-child"])
+    last = boxes["table th:last-child"]
+    assert last is not None and last.left + last.width <= widths.viewport
+    assert widths.document <= widths.viewport

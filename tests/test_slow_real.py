@@ -3,7 +3,8 @@ a CNN at SGD learning rate 1e-7, logged by the stock ``TensorBoard(histogram_fre
 flagged and told that the whole model learns far slower than usual; its twin at a normal
 learning rate is not; neither are the healthy ``sample_runs/`` and the corpus of other
 projects' logs. Updates below float32 resolution (gradients and learning rate logged) leave
-the weights bit-identical: static, with a hint that names the learning rate."""
+the weights static (within ~1e-10 of their norm, not bit-identical: the exact norms say so),
+with a hint that names the learning rate."""
 
 from __future__ import annotations
 
@@ -85,7 +86,12 @@ def test_updates_below_float32_resolution_are_static_naming_the_learning_rate(
     run = runs["float32_gradients"]
     for suffix in KERNELS:
         kernel = by_suffix(run, suffix)
-        assert kernel.verdict == "static" and kernel.stats["weight_bit_identical"] == 1
+        # Static, but not bit-identical: the exact weight_norm that GradientLogger logs moved
+        # ~3e-10 (a few small elements' updates survive rounding); issue 37: exact values beat
+        # the histograms, which stay the same
+        assert kernel.verdict == "static" and kernel.stats["weight_bit_identical"] == 0
+        assert "bit-identical" not in kernel.evidence
+        assert 0 < kernel.stats["weight_movement"] < 1e-8
         assert "learning rate 1.00e-07 from epoch_learning_rate" in kernel.evidence
         assert "below float32 resolution" in kernel.evidence
         assert kernel.hint.startswith("Updates too small to move the weights: the learning rate")

@@ -447,3 +447,15 @@ def test_the_best_split_of_a_hyperparameter_without_a_clean_one() -> None:
         (">= 3", 4, 3), ("< 3", 2, 0),
     ]  # fmt: skip
     assert relation.text == "3 of 4 runs with lr >= 3 had a finding; 0 of the 2 below"
+
+
+def test_three_runs_of_a_learning_rate_sweep_get_the_view_by_themselves(tmp_path: Path) -> None:
+    """Issue 32: a 5-run learning-rate sweep, two of its runs exploding, got no view at 6."""
+    names = ["lr_0.001_bs32", "lr_1.0_bs32", "lr_2.0_bs64"]
+    for name in names:
+        shutil.copytree(SWEEP / name, tmp_path / name)
+    assert AUTO_HPARAM_RUNS == 3
+    document = json.loads(invoke("analyze", str(tmp_path), "--format", "json").stdout)
+    assert document["sweep"]["runs"] == 3 and "lr" in document["sweep"]["hparams"]
+    table = invoke("analyze", str(tmp_path), "--fail-on", "none").stdout
+    assert table.startswith("sweep of 3 runs under ")

@@ -184,6 +184,34 @@ def test_pairing_groups_series_and_scalars_in_order_of_appearance() -> None:
     assert params[4].weight is None and params[4].weight_norm == "weight_norm/fc3"
 
 
-def test_pairing_keeps_two_weights_that_normalise_to_one_name_apart() -> None:
+def test_pairing_makes_two_writers_series_of_one_variable_one_parameter() -> None:
+    """Issue 37: a variable logged by two writers (the TF name and Keras 2's histogram tag;
+    Keras' TensorBoard callback beside GradientLogger) is one parameter, named once."""
     params = pair_parameters([("dense/kernel:0", 0), ("dense/kernel_0", 0)], [])
-    assert [p.name for p in params] == ["dense/kernel", "dense/kernel_0"]
+    assert [p.name for p in params] == ["dense/kernel"]
+    assert params[0].weight == ("dense/kernel:0", 0)
+    assert params[0].weight_also == (("dense/kernel_0", 0),)
+    keras = [
+        ("net/dense/kernel/histogram", 0),
+        ("net/dense/bias/histogram", 0),
+        ("weights/net/dense/kernel", 0),
+        ("gradients/net/dense/kernel", 0),
+        ("weights/net/dense/bias", 0),
+        ("gradients/net/dense/bias", 0),
+        ("fc1.weight", 0),
+        ("fc1.weight/grad", 0),
+        ("gradients/fc1.weight", 0),
+        ("weights/fc1.weight", 0),
+    ]
+    scalars = ["weight_norm/net/dense/kernel", "gradient_norm/net/dense/kernel"]
+    params = pair_parameters(keras, scalars)
+    assert [p.name for p in params] == ["net/dense/kernel", "net/dense/bias", "fc1.weight"]
+    kernel, bias, torch_weight = params
+    assert kernel.weight == ("net/dense/kernel/histogram", 0)
+    assert kernel.weight_also == (("weights/net/dense/kernel", 0),)
+    assert kernel.gradient == ("gradients/net/dense/kernel", 0) and kernel.gradient_also == ()
+    assert kernel.weight_norm == "weight_norm/net/dense/kernel"
+    assert bias.weight_also == (("weights/net/dense/bias", 0),)
+    assert torch_weight.gradient == ("fc1.weight/grad", 0)
+    assert torch_weight.gradient_also == (("gradients/fc1.weight", 0),)
+    assert torch_weight.weight_also == (("weights/fc1.weight", 0),)

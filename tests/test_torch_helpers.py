@@ -207,3 +207,42 @@ def test_readme_example_runs_and_writes_the_tags(tmp_path: Path) -> None:
     assert logs.tags_with_prefix("gradients/") == {
         f"gradients/{name}" for name, _ in model.named_parameters()
     }
+
+
+def test_the_helper_beside_hand_written_histograms_gives_one_row_per_parameter(
+    tmp_path: Path,
+) -> None:
+    """Issue 37: ``log_gradients`` every 2 steps and the hand-written ``add_histogram(name, p)``
+    / ``add_histogram(f"{name}/grad", p.grad)`` every 5 in one run: one parameter each, judged on
+    the helper's series (its exact norms at the same steps), healthy."""
+    from gradcheck.pipeline import analyze
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    inputs = torch.randn(64, 8)
+    targets = inputs[:, :1] * 2 - inputs[:, 1:2]
+    writer = _torch_writer(tmp_path)
+    for step in range(40):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(inputs), targets)
+        loss.backward()
+        writer.add_scalar("loss", loss.item(), step)
+        if step % 2 == 0:
+            log_gradients(writer, model, step)
+        if step % 5 == 0:
+            for name, parameter in model.named_parameters():
+                writer.add_histogram(name, parameter, step)
+                writer.add_histogram(f"{name}/grad", parameter.grad, step)
+        optimizer.step()
+    writer.close()
+    (run,) = analyze([str(tmp_path)], jobs=1).runs
+    names = [name for name, _ in model.named_parameters()]
+    assert sorted(layer.name for layer in run.layers) == sorted(names)
+    for layer in run.layers:
+        assert (layer.weight_tag, layer.grad_tag) == (
+            f"weights/{layer.name}",
+            f"gradients/{layer.name}",
+        )
+        assert layer.verdict == "ok", layer.evidence
+        assert layer.stats["grad_norm_exact"] == 1

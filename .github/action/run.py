@@ -1,10 +1,11 @@
 """The run script of the GitHub Action (``action.yml``): its inputs as a gradcheck command line.
 
 Reads the inputs from ``INPUT_*`` variables (``action.yml`` maps them), runs
-``gradcheck analyze`` with ``--format github`` (annotations on the workflow run's page) and a
-Markdown report, appends that report to ``$GITHUB_STEP_SUMMARY``, writes the step's outputs
-(``exit-status``, ``report``) to ``$GITHUB_OUTPUT``, and exits with gradcheck's status, so the
-step fails on findings in ``fail-on``. Runs with the Python that gradcheck is installed in.
+``gradcheck analyze`` with ``--format github`` (annotations on the workflow run's page; the
+format itself appends the full Markdown report to ``$GITHUB_STEP_SUMMARY``), writes the step's
+outputs (``exit-status``, ``report``) to ``$GITHUB_OUTPUT``, and exits with gradcheck's status,
+so the step fails on findings in ``fail-on``. Runs with the Python that gradcheck is installed
+in.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def command_line(inputs: Mapping[str, str], folder: Path) -> list[str]:
         raise SystemExit("gradcheck action: the 'paths' input is empty: give the log directories")
     command = [sys.executable, "-m", "gradcheck", "analyze", *paths]
     command += ["--fail-on", inputs.get("INPUT_FAIL_ON", "").strip() or "nan,exploding"]
-    command += ["--format", "github", "--report", f"markdown:{folder / 'gradcheck.md'}"]
+    command += ["--format", "github"]  # which appends the Markdown report to the step summary
     if _true(inputs.get("INPUT_HTML_REPORT", "true")):
         command += ["--report", f"html:{folder / 'gradcheck.html'}"]
     return command + shlex.split(inputs.get("INPUT_ARGS", ""))
@@ -48,10 +49,6 @@ def main() -> int:
         (folder / stale).unlink(missing_ok=True)
     print("gradcheck action: " + shlex.join(["gradcheck", *command[3:]]), flush=True)
     status = subprocess.run(command).returncode
-    summary = folder / "gradcheck.md"
-    if os.environ.get("GITHUB_STEP_SUMMARY") and summary.exists():
-        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as stream:
-            stream.write(summary.read_text(encoding="utf-8"))
     html = folder / "gradcheck.html"
     if os.environ.get("GITHUB_OUTPUT"):
         with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as stream:

@@ -18,8 +18,9 @@ from gradcheck.compare.matching import without_model_scope
 from gradcheck.model import Comparison, ParameterComparison
 from gradcheck.report.escape import terminal
 from gradcheck.report.interface import ComparisonFormatter
+from gradcheck.report.names import distinct_shortened
 from gradcheck.report.numbers import MISSING, format_ratio, format_steps
-from gradcheck.report.table import VERDICT_STYLES, console_text, shorten, text_console
+from gradcheck.report.table import VERDICT_STYLES, console_text, text_console
 
 RATIO_WIDTH = 6  # "1.2e-7", "0.056"
 MOVES_WIDTH = 7  # "yes/no"
@@ -53,15 +54,16 @@ class ComparisonTableFormatter(ComparisonFormatter):
         longest = max((len(shown_name(p)) for p in parameters), default=MIN_NAME)
         name_width = max(MIN_NAME, min(longest, self.options.env.width - fixed))
         table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False)
-        table.add_column("parameter", width=name_width, no_wrap=True)
+        table.add_column("parameter", width=name_width, overflow="fold")
         for label in ("grad\nfirst", "grad\nmedian", "update\nmedian"):
             table.add_column(label, width=RATIO_WIDTH, justify="right", no_wrap=True)
         table.add_column("moves\nA/B", width=MOVES_WIDTH, justify="center", no_wrap=True)
         table.add_column("verdict\nA/B", width=verdict_width, no_wrap=True)
         table.add_column("parts\nat", width=STEP_WIDTH, justify="right", no_wrap=True)
-        for p, verdict in zip(parameters, verdicts, strict=True):
+        names = distinct_shortened([shown_name(p) for p in parameters], name_width)
+        for p, verdict, name in zip(parameters, verdicts, names, strict=True):
             table.add_row(
-                Text(shorten(shown_name(p), name_width), style="red" if p.diverges else ""),
+                Text(name, style="red" if p.diverges else ""),
                 format_ratio(p.grad_norm_ratio_first),
                 format_ratio(p.grad_norm_ratio_median),
                 format_ratio(p.update_ratio_median),

@@ -1,13 +1,17 @@
 """The HTML format: one self-contained file with interactive charts, to open in any browser.
 
-The sweep view first when it is on (runs per verdict, hyperparameter relations, every run
-ranked in a sortable table). Runs failing ``--fail-on`` first; per run its summary, warnings,
-the global gradient norm with the clip ceiling and suggested clip norm, a table of every
-parameter (click a heading to sort), a chart per finding and a depth profile of every gradient
-norm. plotly (the optional ``gradcheck[html]`` extra) draws the charts; its JavaScript is
-inlined once, so the file works offline and fetches nothing. Every untrusted text (tag and run
-names, evidence, warnings) goes through :func:`escape` only, in the markup and in the charts'
-labels alike.
+It opens on the answer: an overview table of every run (its verdict counts, its worst finding
+and when it began, a link to its section), runs failing ``--fail-on`` first; then the sweep view
+when it is on (runs per verdict, hyperparameter relations, every run ranked). Per run: what was
+judged, its warnings, its findings as layer rows (as the table shows them) with a line of cause
+and fix per verdict kind, a layer x logged-step heatmap of the gradient norms (NaN/Inf cells
+red, exact zeros grey, one column per logged step), one chart per group of findings (a layer
+row, not a parameter), frozen parameters as a list, the global gradient norm where clipping
+advice applies, and, folded, every parameter's numbers (click a heading to sort) and every
+finding's evidence. plotly (the optional ``gradcheck[html]`` extra) draws the charts; its
+JavaScript is inlined once, so the file works offline and fetches nothing. Every untrusted text
+(tag and run names, evidence, warnings) goes through :func:`escape` only, in the markup and in
+the charts' labels alike.
 """
 
 from __future__ import annotations
@@ -19,24 +23,23 @@ from gradcheck._optional import require
 from gradcheck.model import LayerResult, Report, RunReport, Sweep
 from gradcheck.report.escape import terminal_lines
 from gradcheck.report.interface import Formatter
-from gradcheck.report.sweep_view import (
-    hparams_line,
-    rank_header,
-    ranking_rows,
-    relation_lines,
-    sweep_headline,
-)
+from gradcheck.report.layers import LayerRow, LayerView, layer_view
+from gradcheck.report.sweep_view import hparams_line, hparams_text, relation_lines, sweep_headline
 from gradcheck.report.view import (
     KEY_NUMBERS,
+    clipping_applies,
     clipping_lines,
+    counts_phrase,
     failing_first,
+    judged_phrase,
+    plural,
     report_summary,
-    run_summary,
+    verdict_counts,
 )
 
 STYLE = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
-max-width:1100px;padding:12px;color:#222}
+max-width:1280px;padding:12px;color:#222}
 h1{font-size:1.4em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ccc}
 h3{font-size:1.05em;margin-bottom:.2em}code{font-size:.95em;overflow-wrap:anywhere}
 p,h1,h2,h3{overflow-wrap:anywhere}.plotly-graph-div{max-width:100%;overflow:hidden}
@@ -47,6 +50,9 @@ th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;white-space:n
 th{cursor:pointer;user-select:none;background:#f6f6f6}td.num{text-align:right}
 .nan,.exploding{color:#b00020;font-weight:bold}.vanishing{color:#8a6d00}.static{color:#6a3d9a}
 .slow{color:#795548}.overflow{color:#1f5fa8}.ok{color:#2e7d32}.hint{color:#555}.chart{width:100%}
+.diverging{color:#b00020}.unjudged{color:#777}.meta{color:#555;margin:.2em 0}
+.advice td{border:0;white-space:normal;padding:1px 8px}.advice td:first-child{font-weight:bold}
+details{margin:.8em 0}summary{cursor:pointer;color:#333}
 """
 
 SORT_SCRIPT = """
@@ -85,35 +91,212 @@ class HtmlFormatter(Formatter):
     def format(self, report: Report) -> str:
         require("plotly", "html", "--format html")
         self._charts = Charts()
+        runs = failing_first(report.runs, self.options.fail_on)
+        views = [layer_view(run) for run in runs]
         body = [f"<h1>gradcheck {escape(report.version)}: {escape(report_summary(report))}</h1>"]
         body += [warning(text) for text in report.warnings]
+        body += _overview(runs, views, report.sweep)
         if report.sweep is not None:
             body += _sweep(report.sweep)
-        for run in failing_first(report.runs, self.options.fail_on):
-            body += self._run(run)
+        for number, (run, view) in enumerate(zip(runs, views, strict=True), 1):
+            body += self._run(run, view, number)
         return page("gradcheck report", body)
 
-    def _run(self, run: RunReport) -> list[str]:
+    def _run(self, run: RunReport, view: LayerView, number: int) -> list[str]:
         from gradcheck.report import html_charts
 
-        parts = [f"<h2><code>{escape(run.run)}</code></h2>", f"<p>{escape(run_summary(run))}</p>"]
-        if run.updates:
-            parts.append(f"<p>{escape(run.updates)}.</p>")
+        parts = [
+            f'<section id="{anchor(number)}">',
+            f"<h2><code>{escape(run.run)}</code></h2>",
+            f'<p class="meta">{escape(_meta(run))}</p>',
+            f"<p>{escape(_judged(run, view))}</p>",
+        ]
         parts += [f"<p>{escape(note)}</p>" for note in run.notes]
         parts += [warning(text) for text in run.warnings]
-        if run.clipping is not None:
+        if view.rows:
+            parts.append(_layer_table(view))
+            parts.append(_advice(view.rows))
+        heatmap = html_charts.layer_heatmap(run, escape)
+        if heatmap is not None:
+            gradients = any(x.trend_of == html_charts.GRADIENT for x in run.layers)
+            heading = f"{'Gradient' if gradients else 'Weight'} norm by layer and logged step"
+            parts += [f"<h3>{heading}</h3>", self._charts.div(heatmap)]
+        for row in view.rows:
+            if row.verdict != "static":
+                parts += _group_heading(row)
+                parts.append(self._charts.div(html_charts.group_figure(row, escape)))
+        frozen = [row for row in view.rows if row.verdict == "static"]
+        if frozen:
+            parts += _frozen(frozen)
+        if run.clipping is not None and clipping_applies(run, self.options.clip):
             parts += [f"<p>{escape(line)}</p>" for line in clipping_lines(run.clipping)]
             parts.append(self._charts.div(html_charts.clipping_figure(run.clipping, escape)))
-        parts.append(_table(run.layers))
-        for layer in run.layers:
-            if layer.verdict != "ok":
-                parts += _finding(layer)
-                parts.append(self._charts.div(html_charts.finding_figure(layer, escape)))
-        profile = html_charts.profile_figure(run, escape)
-        if profile is not None:
-            parts.append("<h3>Gradient norms by depth (first layer at the top)</h3>")
-            parts.append(self._charts.div(profile))
+        parts.append(_details(f"Every parameter ({len(run.layers)})", _table(run.layers)))
+        evidence = _evidence(run.layers)
+        if evidence:
+            parts.append(_details("Evidence and hints", evidence))
+        parts.append("</section>")
         return parts
+
+
+def anchor(number: int) -> str:
+    """The id of the ``number``-th run's section (1 for the first)."""
+    return f"run-{number}"
+
+
+def _meta(run: RunReport) -> str:
+    """``steps 0–39 · 1 file · tensorflow...`` (unescaped)."""
+    from gradcheck.report.numbers import format_steps
+
+    parts = [f"steps {format_steps(run.steps)}", plural(len(run.files), "file"), *run.writers]
+    return " · ".join(parts)
+
+
+def _judged(run: RunReport, view: LayerView) -> str:
+    """What was judged and what was found, as the table says it (unescaped)."""
+    if not run.judgeable:
+        return f"nothing to judge: {run.holds}"
+    judged = judged_phrase(run, view.layers)
+    if not view.rows:
+        return f"all healthy: {judged}"
+    under = f" under {view.prefix}" if view.prefix else ""
+    return f"{judged}{under}: {counts_phrase(verdict_counts(run))}"
+
+
+OVERVIEW_HEADINGS = ["run", "verdicts", "worst finding", "from step"]
+
+
+def _overview(runs: list[RunReport], views: list[LayerView], sweep: Sweep | None) -> list[str]:
+    """The table every reader starts from: a row per run (failing ``--fail-on`` first; in a
+    sweep, ranked worst first with its hyperparameters), its verdict counts, its worst finding
+    and its onset, linked to the run's section."""
+    root = _common_root([run.run for run in runs])
+    numbered = list(enumerate(zip(runs, views, strict=True), 1))
+    settings: dict[str, str] = {}
+    if sweep is not None:
+        rank = {entry.run: position for position, entry in enumerate(sweep.ranking)}
+        numbered.sort(key=lambda item: rank.get(item[1][0].run, len(rank)))
+        settings = {entry.run: hparams_text(entry, sweep) for entry in sweep.ranking}
+    rows = []
+    for number, (run, view) in numbered:
+        counts = verdict_counts(run)
+        shown = [f'<span class="{v}">{counts[v]} {escape(v)}</span>' for v in counts if counts[v]]
+        verdicts = " · ".join(shown) if run.judgeable else '<span class="unjudged">unjudged</span>'
+        worst = view.rows[0] if view.rows else None
+        finding = (
+            ""
+            if worst is None
+            else (
+                f'<span class="{worst.verdict}">{escape(worst.verdict)}</span> '
+                f"<code>{escape(_row_name(worst, view))}</code>"
+            )
+        )
+        onset = None if worst is None else worst.onset
+        name = run.run[len(root) :] or run.run
+        rows.append(
+            f'<tr><td><a href="#{anchor(number)}"><code>{escape(name)}</code></a></td>'
+            f"<td>{verdicts}</td><td>{finding}</td>"
+            + number_cell(onset, step_text(onset))
+            + (f"<td>{escape(settings.get(run.run, ''))}</td>" if sweep and sweep.hparams else "")
+            + "</tr>"
+        )
+    under = f" under <code>{escape(root)}</code>" if root else ""
+    heading = f'<h2 id="overview">{plural(len(runs), "run")}{under}</h2>'
+    headings = OVERVIEW_HEADINGS + (["hyperparameters"] if sweep and sweep.hparams else [])
+    return [heading, sortable_table(headings, rows)]
+
+
+def _common_root(paths: list[str]) -> str:
+    """The directory every run path is under, with its trailing ``/`` (``""`` for one run
+    or none shared): said once above the overview."""
+    if len(paths) < 2:
+        return ""
+    parts = [path.split("/") for path in paths]
+    shared = 0
+    while all(len(p) > shared + 1 and p[shared] == parts[0][shared] for p in parts):
+        shared += 1
+    return "/".join(parts[0][:shared]) + "/" if shared else ""
+
+
+def _row_name(row: LayerRow, view: LayerView) -> str:
+    """``mlp/hidden_1 (kernel, bias)``: the row's layers with the run's prefix, its
+    parameters (unescaped)."""
+    layers = view.prefix + row.layer_text()
+    return f"{layers} ({row.parameter_text()})" if row.parameter_text() else layers
+
+
+def _layer_table(view: LayerView) -> str:
+    """The findings as layer rows (verdict, onset, layers, parameters), worst first."""
+    rows = [
+        f'<tr><td class="{row.verdict}">{escape(row.verdict)}</td>'
+        + number_cell(row.onset, step_text(row.onset))
+        + f"<td><code>{escape(row.layer_text())}</code></td>"
+        f"<td>{escape(row.parameter_text())}</td></tr>"
+        for row in view.rows
+    ]
+    under = f" (under {view.prefix})" if view.prefix else ""  # sortable_table escapes it
+    return sortable_table(["verdict", "from step", f"layer{under}", "parameters"], rows)
+
+
+def _advice(rows: tuple[LayerRow, ...]) -> str:
+    """A cause and a fix per verdict kind (each distinct cause once), as in the table."""
+    seen: set[tuple[str, Any]] = set()
+    lines = []
+    for row in rows:
+        if row.advice is None or (row.verdict, row.advice) in seen:
+            continue
+        seen.add((row.verdict, row.advice))
+        cause = f"{escape(row.advice.cause)}; " if row.advice.cause else ""
+        lines.append(
+            f'<tr><td class="{row.verdict}">{escape(row.verdict)}</td>'
+            f"<td>{cause}<b>fix:</b> {escape(row.advice.fix)}</td></tr>"
+        )
+    return f'<table class="advice">{"".join(lines)}</table>' if lines else ""
+
+
+def _group_heading(row: LayerRow) -> list[str]:
+    """A finding group's heading and its worst parameter's evidence."""
+    step = "" if row.onset is None else f", from step {row.onset}"
+    names = f" ({escape(row.parameter_text())})" if row.parameter_text() else ""
+    flags = ", ".join(row.worst.flags) or row.verdict
+    return [
+        f'<h3><span class="{row.verdict}">{escape(flags)}</span> '
+        f"<code>{escape(row.layer_text())}</code>{names}{step}</h3>",
+        f"<p>{escape(row.worst.name)}: {escape(row.worst.evidence)}</p>",
+    ]
+
+
+def _frozen(rows: list[LayerRow]) -> list[str]:
+    """Static parameters as a list, each layer with its parameters and the worst's evidence
+    (a flat line is no chart)."""
+    items = [
+        f"<li><code>{escape(row.layer_text())}</code>"
+        + (f" ({escape(row.parameter_text())})" if row.parameter_text() else "")
+        + f": {escape(row.worst.evidence)}</li>"
+        for row in rows
+    ]
+    count = sum(len(row.members) for row in rows)
+    return [f"<h3>Weights that never moved ({count})</h3>", "<ul>" + "".join(items) + "</ul>"]
+
+
+def _details(summary: str, content: str) -> str:
+    return f"<details><summary>{escape(summary)}</summary>{content}</details>"
+
+
+def _evidence(layers: tuple[LayerResult, ...]) -> str:
+    """Every finding's evidence, and each hint once, after the first finding that has it."""
+    seen: set[str] = set()
+    items = []
+    for layer in layers:
+        if layer.verdict == "ok":
+            continue
+        text = "; ".join(filter(None, (layer.evidence, *layer.notes)))
+        item = f"<li><code>{escape(layer.name)}</code>: {escape(text)}"
+        if layer.hint and layer.hint not in seen:
+            seen.add(layer.hint)
+            item += f'<br><span class="hint">hint: {escape(layer.hint)}</span>'
+        items.append(item + "</li>")
+    return "<ul>" + "".join(items) + "</ul>" if items else ""
 
 
 def page(title: str, body: list[str]) -> str:
@@ -159,40 +342,13 @@ def warning(text: str) -> str:
     return f'<p class="warning">warning: {escape(text)}</p>'
 
 
-def _finding(layer: LayerResult) -> list[str]:
-    verdicts = ", ".join(layer.flags)
-    step = "" if layer.first_bad_step is None else f", from step {layer.first_bad_step}"
-    lines = [
-        f'<h3><span class="{layer.verdict}">{escape(verdicts)}</span> '
-        f"<code>{escape(layer.name)}</code>{step}</h3>",
-        f"<p>{escape(layer.evidence)}</p>",
-    ]
-    if layer.hint:
-        lines.append(f'<p class="hint">hint: {escape(layer.hint)}</p>')
-    return lines
-
-
 def _sweep(sweep: Sweep) -> list[str]:
-    """The sweep view: headline, hyperparameters, relations, and every run ranked (a table
-    that sorts by a clicked heading)."""
+    """The sweep view's words: headline, hyperparameters and their relations with the verdicts
+    (the runs, ranked with their hyperparameters, are the overview's rows)."""
     parts = [f"<h2>{escape(sweep_headline(sweep))}</h2>", f"<p>{escape(hparams_line(sweep))}</p>"]
     relations = relation_lines(sweep)
     if relations:
         parts.append("<ul>" + "".join(f"<li>{escape(text)}</li>" for text in relations) + "</ul>")
-    rows, _ = ranking_rows(sweep, limit=None)
-    markup = []
-    for row in rows:
-        rank, verdict, run, worst, first_bad, *hparams = row.cells(sweep)
-        markup.append(
-            "<tr>"
-            + number_cell(int(rank), rank)
-            + f'<td class="{escape(verdict)}">{escape(verdict)}</td>'
-            + f"<td><code>{escape(run)}</code></td><td><code>{escape(worst)}</code></td>"
-            + number_cell(int(first_bad) if first_bad else None, first_bad)
-            + "".join(f"<td>{escape(text)}</td>" for text in hparams)
-            + "</tr>"
-        )
-    parts.append(sortable_table(list(rank_header(sweep)), markup))
     return parts
 
 

@@ -1,6 +1,6 @@
 """The HTML report's charts as plotly figure specifications (plain ``{"data", "layout"}``
-dicts, which plotly.js draws): one per finding, the run's depth profile and its global
-gradient norm.
+dicts, which plotly.js draws): one per group of findings (a layer row), the run's layer x
+logged-step heatmap and its global gradient norm.
 
 Plain dicts rather than ``plotly.graph_objects``: building and validating graph objects (and
 their template) took ~0.1 s a chart, 4.7 s for the 46 charts of ``sample_runs/`` against
@@ -12,21 +12,22 @@ markup. Numbers are plain lists; non-finite values become ``None`` (a gap in the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from gradcheck.model import ClipInfo, LayerResult, ParameterComparison, RunReport, StepSeries
+from gradcheck.report.layers import LayerRow, common_prefix, split_name
 
 Label = Callable[[str], str]
 Figure = dict[str, Any]
 NONFINITE_COLOR = "#d62728"
+ZERO_COLOR = "#9e9e9e"
 ONSET_COLOR = "#ff7f0e"
 LEVEL_COLOR = "#7f7f7f"
 RUN_COLORS = {"A": "#1f77b4", "B": "#2ca02c"}  # compare: run A's and run B's lines
-PROFILE_BINS = 120
-"""Step bins of the depth profile: enough to see a trend across a phone's width."""
 
 
 def finding_figure(layer: LayerResult, label: Label) -> Figure | None:
@@ -35,7 +36,8 @@ def finding_figure(layer: LayerResult, label: Label) -> Figure | None:
     series = layer.series
     if series is None:
         return None
-    data = [_line(series, label)]
+    log = axis_type(series.values) == "log"
+    data = [_line(series, label, log), *(_zero_marks(series) if log else [])]
     data += _nonfinite_marks(series)
     data += [
         _level(series, reference.value, label(reference.label)) for reference in layer.references
@@ -63,34 +65,151 @@ def finding_figure(layer: LayerResult, label: Label) -> Figure | None:
     return _styled(data, layout, height=420)
 
 
-def profile_figure(run: RunReport, label: Label) -> Figure | None:
-    """Every parameter's gradient norm over steps as one heatmap, first layer at the top: a
-    vanishing gradient shows as rows decades darker than the ones below them."""
-    charted = [(layer.depth, layer.name, layer.series) for layer in run.layers if layer.grad_tag]
-    rows = sorted(
-        ((depth, name, s) for depth, name, s in charted if s is not None and s.steps.size),
-        key=lambda row: row[0],
-    )
-    series = [s for _, _, s in rows]
-    if not series:
+MAX_GROUP_LINES = 8
+"""Parameters drawn in one finding group's chart (the most severe first); the rest are in the
+run's table."""
+
+
+def group_figure(row: LayerRow, label: Label) -> Figure | None:
+    """One chart for a group of findings (a layer row: its parameters with one verdict): each
+    parameter's norm over steps (log scale), the worst one's thresholds, the row's onsets, the
+    non-finite steps and the exact zeros marked."""
+    members = [member for member in row.members if member.series is not None]
+    members = members[:MAX_GROUP_LINES]
+    if not members:
         return None
-    first = min(int(s.steps.min()) for s in series)
-    last = max(int(s.steps.max()) for s in series)
-    edges = np.linspace(first, last + 1, PROFILE_BINS + 1)
-    heatmap = {
-        "type": "heatmap",
-        "z": [_binned_log10(s, edges) for s in series],
-        "x": ((edges[:-1] + edges[1:]) / 2).tolist(),
-        "y": [label(name) for _, name, _ in rows],
-        "colorscale": "Viridis",
-        "colorbar": {"title": {"text": "log10 norm"}},
-        "hovertemplate": "%{y}<br>step ~%{x:.0f}<br>log10 gradient norm %{z:.2f}<extra></extra>",
-    }
-    layout = {
+    series = [member.series for member in members if member.series is not None]
+    values = np.concatenate([one.values for one in series])
+    log = axis_type(values) == "log"
+    data = [{**_line(one, label, log), "name": label(member.name)}
+            for member, one in zip(members, series, strict=True)]  # fmt: skip
+    joined = StepSeries(
+        series[0].label,
+        np.concatenate([one.steps for one in series]),
+        values,
+        np.unique(np.concatenate([one.nonfinite_steps for one in series])),
+    )
+    if log:
+        data += _zero_marks(joined)
+    data += _nonfinite_marks(joined)
+    worst = members[0]
+    data += [_level(joined, ref.value, label(ref.label)) for ref in worst.references]
+    layout: dict[str, Any] = {
         "xaxis": {"title": {"text": "step"}},
-        "yaxis": {"autorange": "reversed", "automargin": True},
+        "yaxis": _value_axis(values, label(series[0].label)),
+        "shapes": [],
+        "annotations": [],
     }
-    return _styled([heatmap], layout, height=min(160 + 18 * len(series), 900))
+    for position, (text, step) in enumerate(_onsets(worst)):
+        layout["shapes"].append(_onset_line(step))
+        layout["annotations"].append(_onset_label(step, text, 1.0 - 0.07 * position))
+    return _styled(data, layout, height=340)
+
+
+MAX_COLUMNS = 240
+"""Columns of the layer heatmap: one per logged step up to this many, else runs of consecutive
+logged steps (each cell the largest norm of its run, NaN/Inf if any step was)."""
+GRADIENT = "gradient L2 norm"
+
+
+def layer_heatmap(run: RunReport, label: Label) -> Figure | None:
+    """Each layer's gradient norm (its parameters' norms combined, as the square root of the
+    sum of their squares) at each logged step, first layer at the top: one column per logged
+    step, no gaps between them. A vanishing gradient shows as rows decades darker than the
+    others; NaN/Inf cells are red, exact zeros grey (a log scale has no zero). Without any
+    gradient, the weights' norms."""
+    rows = _heatmap_rows(run)
+    if not rows:
+        return None
+    every = [one for _, members in rows for one in members]
+    steps = np.unique(np.concatenate([s.steps for s in every] + [s.nonfinite_steps for s in every]))
+    if steps.size == 0:
+        return None
+    columns = np.array_split(np.arange(steps.size), min(MAX_COLUMNS, steps.size))
+    labels = [_column_label(steps, column) for column in columns]
+    norms, zeros, bad = [], [], []
+    for _, members in rows:
+        level, nonfinite = _layer_level(members, steps)
+        cells = [_cell(level[column], nonfinite[column]) for column in columns]
+        norms.append([math.log10(c) if isinstance(c, float) and c > 0 else None for c in cells])
+        zeros.append([1 if c == 0.0 else None for c in cells])
+        bad.append([1 if c == BAD else None for c in cells])
+    names = [label(name) for name, _ in rows]
+    quantity = every[0].label
+    common = {"x": labels, "y": names, "xgap": 0, "ygap": 1}
+    data = [
+        {
+            "type": "heatmap", **common, "z": norms, "colorscale": "Viridis",
+            "colorbar": {"title": {"text": f"log10 {quantity.split()[0]} norm"}},
+            "hovertemplate": "%{y}<br>step %{x}<br>log10 norm %{z:.2f}<extra></extra>",
+        },
+        {
+            "type": "heatmap", **common, "z": zeros, "name": "exactly 0", "showscale": False,
+            "colorscale": [[0, ZERO_COLOR], [1, ZERO_COLOR]],
+            "hovertemplate": "%{y}<br>step %{x}<br>exactly 0<extra></extra>",
+        },
+        {
+            "type": "heatmap", **common, "z": bad, "name": "NaN or Inf", "showscale": False,
+            "colorscale": [[0, NONFINITE_COLOR], [1, NONFINITE_COLOR]],
+            "hovertemplate": "%{y}<br>step %{x}<br>NaN or Inf<extra></extra>",
+        },
+    ]  # fmt: skip
+    layout = {
+        "xaxis": {"title": {"text": "logged step"}, "type": "category", "nticks": 12},
+        "yaxis": {"autorange": "reversed", "automargin": True, "type": "category"},
+    }
+    figure = _styled(data, layout, height=min(140 + 22 * len(rows), 900))
+    figure["layout"]["showlegend"] = False
+    return figure
+
+
+BAD = "NaN or Inf"  # a cell where a parameter was non-finite
+
+
+def _heatmap_rows(run: RunReport) -> list[tuple[str, list[StepSeries]]]:
+    """``(layer, its parameters' series)`` by depth: the gradient norms, or without any the
+    weight norms; names without the prefix every parameter shares."""
+    with_series = [layer for layer in run.layers if layer.series is not None]
+    gradients = [layer for layer in with_series if layer.trend_of == GRADIENT]
+    chosen = gradients or with_series
+    prefix = common_prefix([layer.name for layer in run.layers])
+    grouped: dict[str, list[LayerResult]] = {}
+    for layer in sorted(chosen, key=lambda x: x.depth):
+        grouped.setdefault(split_name(layer.name[len(prefix) :])[0], []).append(layer)
+    return [
+        (name, [member.series for member in members if member.series is not None])
+        for name, members in grouped.items()
+    ]
+
+
+def _layer_level(members: list[StepSeries], steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The layer's norm at each of ``steps`` (NaN where none of its parameters was logged) and
+    whether any parameter was NaN/Inf there."""
+    squares = np.zeros(steps.size)
+    logged = np.zeros(steps.size, dtype=bool)
+    nonfinite = np.zeros(steps.size, dtype=bool)
+    for series in members:
+        at = np.searchsorted(steps, series.steps)
+        finite = np.isfinite(series.values)
+        np.add.at(squares, at[finite], series.values[finite] ** 2)
+        logged[at[finite]] = True
+        nonfinite[np.searchsorted(steps, series.nonfinite_steps)] = True
+    return np.where(logged, np.sqrt(squares), np.nan), nonfinite
+
+
+def _cell(levels: np.ndarray, nonfinite: np.ndarray) -> float | str | None:
+    """A column's cell: :data:`BAD` if any step was NaN/Inf, else the largest norm, None if
+    not logged."""
+    if nonfinite.any():
+        return BAD
+    logged = levels[np.isfinite(levels)]
+    return float(logged.max()) if logged.size else None
+
+
+def _column_label(steps: np.ndarray, column: np.ndarray) -> str:
+    """``120``, or ``120–128`` for a column standing for several logged steps."""
+    first, last = int(steps[column[0]]), int(steps[column[-1]])
+    return str(first) if first == last else f"{first}–{last}"
 
 
 def clipping_figure(clip: ClipInfo, label: Label) -> Figure | None:
@@ -173,15 +292,38 @@ def _value_axis(values: np.ndarray, title: str) -> dict[str, Any]:
     return {"type": axis_type(values), "title": {"text": title}, "exponentformat": "e"}
 
 
-def _line(series: StepSeries, label: Label) -> dict[str, Any]:
+def _line(series: StepSeries, label: Label, log: bool = False) -> dict[str, Any]:
+    """The series as a line; on a log axis its exact zeros are gaps (``_zero_marks`` shows
+    them), not a cliff down to the axis' floor."""
+    values = np.where(series.values > 0, series.values, np.nan) if log else series.values
     return {
         "type": "scatter",
         "mode": "lines",
         "x": series.steps.tolist(),
-        "y": _finite_or_none(series.values),
+        "y": _finite_or_none(values),
         "name": label(series.label),
         "hovertemplate": "step %{x}<br>%{y:.3g}<extra></extra>",
     }
+
+
+def _zero_marks(series: StepSeries, name: str = "exactly 0") -> list[dict[str, Any]]:
+    """A grey tick at the foot of a log chart at every step whose value is exactly zero (a log
+    axis has no zero: drawn as a line, it fell off the chart as a vertical cliff)."""
+    zeros = series.steps[series.values == 0]
+    if zeros.size == 0:
+        return []
+    positive = series.values[np.isfinite(series.values) & (series.values > 0)]
+    bottom = float(positive.min()) / 2 if positive.size else 1.0
+    mark = {
+        "type": "scatter",
+        "mode": "markers",
+        "x": zeros.tolist(),
+        "y": [bottom] * int(zeros.size),
+        "marker": {"symbol": "line-ns-open", "color": ZERO_COLOR, "size": 8},
+        "name": name,
+        "hovertemplate": "step %{x}: exactly 0<extra></extra>",
+    }
+    return [mark]
 
 
 def _level(series: StepSeries, value: float, name: str) -> dict[str, Any]:
@@ -246,16 +388,6 @@ def _onset_label(step: int, text: str, height: float) -> dict[str, Any]:
 
 def _finite_or_none(values: np.ndarray) -> list[float | None]:
     return [float(v) if np.isfinite(v) else None for v in values.tolist()]
-
-
-def _binned_log10(series: StepSeries, edges: np.ndarray) -> list[float | None]:
-    """Mean log10 of the positive finite values in each step bin (None for an empty bin)."""
-    keep = np.isfinite(series.values) & (series.values > 0)
-    index = np.digitize(series.steps[keep], edges) - 1
-    logs = np.log10(series.values[keep])
-    sums = np.bincount(index, weights=logs, minlength=edges.size - 1)[: edges.size - 1]
-    counts = np.bincount(index, minlength=edges.size - 1)[: edges.size - 1]
-    return [float(s / c) if c else None for s, c in zip(sums, counts, strict=True)]
 
 
 def _styled(data: list[dict[str, Any]], layout: dict[str, Any], height: int) -> Figure:

@@ -20,8 +20,9 @@ from gradcheck.inspect import FileSummary, InspectReport, RunSummary, TagSummary
 from gradcheck.report import json_text
 from gradcheck.report.escape import each_string, terminal
 from gradcheck.report.interface import Env
+from gradcheck.report.names import distinct_shortened
 from gradcheck.report.numbers import format_steps
-from gradcheck.report.table import console_text, hanging, shorten, text_console
+from gradcheck.report.table import console_text, hanging, text_console
 from gradcheck.report.view import plural
 
 INSPECT_SCHEMA_VERSION = 1
@@ -160,18 +161,20 @@ def _tag_table(tags: tuple[TagSummary, ...], width: int, whole: bool = False) ->
         )
     table = Table(box=None, pad_edge=False, padding=(0, 0, 0, 1), show_edge=False)
     table.add_column("kind", width=fixed["kind"], no_wrap=True)
-    table.add_column("tag", width=min(tag_width, max(len(t.name) for t in tags)), no_wrap=True)
+    table.add_column("tag", width=min(tag_width, max(len(t.name) for t in tags)), overflow="fold")
     if with_parameter:
         longest = max(len(t.parameter or "–") for t in tags)
-        table.add_column("parameter", width=min(tag_width, longest), no_wrap=True)
+        table.add_column("parameter", width=min(tag_width, longest), overflow="fold")
+    names = distinct_shortened([t.name for t in tags], tag_width)
+    owners = distinct_shortened([t.parameter or "–" for t in tags], tag_width)
     table.add_column("encoding", width=fixed["encoding"], no_wrap=True)
     table.add_column("steps", width=fixed["steps"], no_wrap=True)
     table.add_column("count", width=fixed["count"], justify="right", no_wrap=True)
     table.add_column("elements", width=fixed["elements"], justify="right", no_wrap=True)
-    for tag in tags:
-        cells = [KIND_LABELS[tag.kind], shorten(tag.name, tag_width)]
+    for tag, name, owner in zip(tags, names, owners, strict=True):
+        cells = [KIND_LABELS[tag.kind], name]
         if with_parameter:
-            cells.append(shorten(tag.parameter or "–", tag_width))
+            cells.append(owner)
         cells += [
             ENCODING_LABELS.get(tag.encoding, tag.encoding),
             format_steps((tag.first_step, tag.last_step)),

@@ -17,7 +17,10 @@ from gradcheck.model import Comparison, Report, Verdict
 from gradcheck.verdicts.gate import DEFAULT_FAIL_ON, parse_fail_on
 
 DEFAULT_WIDTH = 80
-"""Width used when stdout is not a terminal: output written to a file or a pipe is stable."""
+"""Width used when stdout is not a terminal and ``COLUMNS`` is not set: output written to a
+file or a pipe is stable."""
+MIN_WIDTH = 40
+"""The narrowest layout the table formats keep (a verdict, a step, a name and its parameters)."""
 
 
 @dataclass(frozen=True)
@@ -40,20 +43,28 @@ class Env:
         stdout: TextIO,
         stderr: TextIO,
         environ: Mapping[str, str] = os.environ,
+        width: int | None = None,
     ) -> Env:
-        """Measure the real streams: TTY or not, ``NO_COLOR``, terminal width (80 if piped)."""
+        """Measure the real streams: TTY or not, ``NO_COLOR``, and the width: ``width`` when
+        given (``--width``), else the terminal's, else ``COLUMNS``, else 80."""
         stdout_isatty = _isatty(stdout)
-        width = DEFAULT_WIDTH
-        if stdout_isatty:
-            import shutil  # only for a terminal: ~2.5 ms at every start otherwise
-
-            width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
         return cls(
             stdout_isatty=stdout_isatty,
             stderr_isatty=_isatty(stderr),
             no_color=bool(environ.get("NO_COLOR")),
-            width=max(width, 40),
+            width=max(width if width is not None else _width(stdout_isatty, environ), MIN_WIDTH),
         )
+
+
+def _width(stdout_isatty: bool, environ: Mapping[str, str]) -> int:
+    """The terminal's columns (``COLUMNS`` first, as :func:`shutil.get_terminal_size` reads
+    it), else ``COLUMNS`` for a pipe (also below 80), else :data:`DEFAULT_WIDTH`."""
+    if stdout_isatty:
+        import shutil  # only for a terminal: ~2.5 ms at every start otherwise
+
+        return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+    columns = environ.get("COLUMNS", "").strip()
+    return int(columns) if columns.isdigit() and int(columns) > 0 else DEFAULT_WIDTH
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -68,17 +79,25 @@ def _isatty(stream: TextIO) -> bool:
 class FormatOptions:
     """Choices that shape the formats.
 
-    ``top`` caps the findings listed per run (the rest are counted, never silently dropped);
-    ``show_all`` lists healthy parameters one per row instead of folding them into one line.
-    Machine formats (JSON, CSV) ignore both: they always carry every parameter. ``fail_on``
-    is the CI gate's ``--fail-on``: the CI formats (github, junit) make its findings errors and
-    failures, the others warnings; Markdown and HTML put the runs that fail it first.
+    ``top`` caps the findings listed per run (the table: layer rows; the rest are counted,
+    never silently dropped); ``show_all`` lists every parameter one per row, healthy ones too.
+    ``explain`` (the table) adds the evidence of every finding, the whole hints and the run's
+    context (writers, update sizes, the clipping rule); ``clip`` shows the global gradient norm
+    and clipping advice of every run that has them, not only where they apply (a run that blew
+    up or went NaN, or a clip worth a word). Machine formats (JSON, CSV) ignore them all: they
+    always carry everything. ``fail_on`` is the CI gate's ``--fail-on``: the CI formats
+    (github, junit) make its findings errors and failures, the others warnings; Markdown and
+    HTML put the runs that fail it first. ``step_summary``: the full Markdown report goes to
+    GitHub's job summary (``$GITHUB_STEP_SUMMARY``), which the github format points to.
     """
 
     env: Env = field(default_factory=Env)
     top: int | None = None
     show_all: bool = False
     fail_on: frozenset[Verdict] = field(default_factory=lambda: parse_fail_on(DEFAULT_FAIL_ON))
+    explain: bool = False
+    clip: bool = False
+    step_summary: bool = False
 
 
 class Formatter(ABC):

@@ -18,6 +18,7 @@ from gradcheck.report.sweep_view import (
 )
 from gradcheck.report.view import (
     KEY_NUMBERS,
+    clipping_applies,
     clipping_lines,
     failing_first,
     plural,
@@ -62,7 +63,7 @@ class MarkdownFormatter(Formatter):
         lines += [f"> **warning:** {markdown_text(warning)}  " for warning in run.warnings]
         if run.warnings:
             lines.append("")
-        if run.clipping is not None:
+        if run.clipping is not None and clipping_applies(run, self.options.clip):
             lines += [f"{markdown_text(line)}  " for line in clipping_lines(run.clipping)]
             lines.append("")
         if selection.listed:

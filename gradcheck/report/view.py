@@ -9,7 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from gradcheck.model import VERDICTS, ClipInfo, LayerResult, Report, RunReport, Verdict
+from gradcheck.model import (
+    GLOBAL_NORM_ROW,
+    VERDICTS,
+    ClipInfo,
+    LayerResult,
+    Report,
+    RunReport,
+    Verdict,
+)
 from gradcheck.report.numbers import MISSING, format_number, format_ratio, format_steps
 from gradcheck.verdicts.gate import fails
 
@@ -121,6 +129,37 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
+CLIP_VERDICTS = ("nan", "exploding", "diverging")
+"""Verdicts after which clipping advice applies: the run blew up, went NaN or diverged."""
+
+
+def clipping_applies(run: RunReport, asked: bool = False) -> bool:
+    """Whether a human format shows the run's global norm and clipping advice: when asked
+    (``--clip``), when the run blew up, went NaN or diverged, or when its clip is worth a word
+    (``ClipInfo.noteworthy``). Not for a healthy run, nor a slow one (there a clip is the
+    wrong fix: the learning rate is too small)."""
+    if run.clipping is None:
+        return False
+    if asked or run.clipping.noteworthy:
+        return True
+    return any(flag in CLIP_VERDICTS for layer in run.layers for flag in layer.flags)
+
+
+def judged_phrase(run: RunReport, layers: int | None = None) -> str:
+    """What was judged: ``gradients and weights of 18 parameters in 9 layers``."""
+    weights = any(layer.weight_tag for layer in run.layers)
+    kinds = {
+        "per_parameter": "gradients and weights" if weights else "gradients",
+        "global": "weights and the global gradient norm" if weights else "the global gradient norm",
+        "none": "weights",
+    }[run.gradients]
+    parameters = sum(layer.name != GLOBAL_NORM_ROW for layer in run.layers)
+    text = f"{kinds} of {plural(parameters, 'parameter')}"
+    if layers is not None and layers not in (parameters, 1):
+        text += f" in {plural(layers, 'layer')}"
+    return text
+
+
 CLIP_KIND_PHRASE = {
     "global_norm": "clipped by global norm at",
     "per_tensor_norm": "each parameter's gradient norm clipped at",
@@ -128,15 +167,18 @@ CLIP_KIND_PHRASE = {
 }
 
 
-def clipping_lines(clip: ClipInfo) -> list[str]:
+def clipping_lines(clip: ClipInfo, detailed: bool = True) -> list[str]:
     """The clipping sentence, and the advice on where and how to clip when there is one."""
-    return [clipping_phrase(clip), *([f"clipping: {clip.advice}"] if clip.advice else [])]
+    advice = [f"clipping: {clip.advice}"] if clip.advice else []
+    return [clipping_phrase(clip, detailed), *advice]
 
 
-def clipping_phrase(clip: ClipInfo) -> str:
-    """One sentence on the run's global gradient norm, its clipping and a suggested clip norm."""
+def clipping_phrase(clip: ClipInfo, detailed: bool = True) -> str:
+    """One sentence on the run's global gradient norm, its clipping and a suggested clip norm
+    (``detailed``: where the norm comes from and how the suggestion was made)."""
+    source = f" ({clip.source})" if detailed else ""
     text = (
-        f"global gradient norm ({clip.source}): median {format_number(clip.median)}, "
+        f"global gradient norm{source}: median {format_number(clip.median)}, "
         f"p99 {format_number(clip.p99)}, max {format_number(clip.maximum)}"
     )
     if clip.kind is not None:
@@ -144,7 +186,7 @@ def clipping_phrase(clip: ClipInfo) -> str:
         text += f"; {CLIP_KIND_PHRASE[clip.kind]} {sign}{format_number(clip.clip_value)}"
     if clip.suggested_clip_norm is not None:
         text += f"; suggested clip norm {format_number(clip.suggested_clip_norm)}"
-        if clip.rule:
+        if clip.rule and detailed:
             text += f" ({clip.rule})"
         if clip.suggested_share is not None:
             text += f", clipping {clip.suggested_share:.0%} of healthy steps"

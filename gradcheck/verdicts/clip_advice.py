@@ -119,3 +119,14 @@ def advice(info: ClipInfo, config: Config) -> str:
         "changes the gradients' relative scale across layers; to clip the update as a whole, "
         f"clip the global norm {instead}."
     )
+
+
+def noteworthy(info: ClipInfo, config: Config) -> bool:
+    """Whether the run's clip deserves a word when nothing blew up (``ClipInfo.noteworthy``):
+    a clip by value or per tensor, or one acting on more than ``clip_most_steps_share`` of the
+    steps."""
+    if info.kind is None:
+        return False
+    if info.kind != "global_norm":
+        return True
+    return info.clipped_share is not None and info.clipped_share > config.clip_most_steps_share

@@ -11,6 +11,7 @@ after clipping.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -26,7 +27,7 @@ from gradcheck.model import (
     StepSeries,
 )
 from gradcheck.tags import ScalarRole, scalar_roles
-from gradcheck.verdicts.clip_advice import advice, guess_framework
+from gradcheck.verdicts.clip_advice import advice, guess_framework, noteworthy
 from gradcheck.verdicts.config import Config
 from gradcheck.verdicts.numeric import median, percentile
 from gradcheck.verdicts.signals import GradientSignal, Parameter, common_steps
@@ -161,7 +162,9 @@ def clip_info(
         suggested_share=None if suggested is None else float(np.mean(healthy > suggested)),
         framework=guess_framework(data, parameters),
     )
-    return dataclasses.replace(info, advice=advice(info, config))
+    return dataclasses.replace(
+        info, advice=advice(info, config), noteworthy=noteworthy(info, config)
+    )
 
 
 def _kind(
@@ -251,13 +254,29 @@ def _common_ceiling(pins: list[Pin | None], config: Config) -> tuple[float, floa
     return median(np.array([pin[0] for pin in group])), float(acted.mean())
 
 
+def steps_for_percentile(level: float) -> int:
+    """The fewest values whose ``level``-th percentile is an estimate rather than their
+    maximum: among n values, the top ``(1 - level/100) * n`` lie above it, at least one value
+    when n >= 1 / (1 - level/100) (20 for the 95th). Fewer, and the "percentile" is an
+    interpolation between the largest values of a handful of steps (the suggestion rested on
+    4 logged steps before). At least 3."""
+    share_above = 1.0 - level / 100.0
+    if share_above <= 0:
+        return 3
+    return max(3, math.ceil(1.0 / share_above - 1e-9))
+
+
 def _suggestion(
     healthy: np.ndarray, config: Config, healthy_before: int | None
 ) -> tuple[float | None, str]:
     level = config.clip_suggest_percentile
     window = "all steps" if healthy_before is None else f"the steps before {healthy_before}"
-    if healthy.size < 3:
-        return None, f"too few healthy steps ({window}) to suggest a clip norm"
+    needed = steps_for_percentile(level)
+    if healthy.size < needed:
+        return None, (
+            f"too few healthy steps ({healthy.size}, {window}) to suggest a clip norm: a "
+            f"{level:g}th percentile needs {needed}"
+        )
     value = percentile(healthy, level)
     rounded = float(f"{value:.2g}")
     rule = (

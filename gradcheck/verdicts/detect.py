@@ -72,6 +72,7 @@ from gradcheck.verdicts.signals import (
     Parameter,
     WeightSignal,
     before,
+    confirmed,
     movement,
     parameter_signals,
     run_weight_spread,
@@ -181,12 +182,25 @@ def _outcomes(
     found: list[Finding] = []
     excused: list[str] = []
     for rule in rules:
-        outcome = rule(parameter, context)
+        try:
+            outcome = rule(parameter, context)
+        except Exception as error:  # a bug in one rule costs this verdict, not the run's report
+            excused.append(rule_failed_note(rule, error))
+            continue
         if isinstance(outcome, Finding):
             found.append(outcome)
         elif isinstance(outcome, Excuse):
             excused.append(f"not {outcome.verdict}: {outcome.reason}")
     return found, excused
+
+
+def rule_failed_note(rule: Rule, error: Exception) -> str:
+    """The note on a parameter a rule could not judge (an internal error: a bug to report)."""
+    verdict = getattr(rule, "__name__", "rule").removeprefix("find_")
+    return (
+        f"not judged for {verdict}: internal error in gradcheck ({type(error).__name__}: "
+        f"{error}); the other verdicts stand (please report this bug)"
+    )
 
 
 def _without_slow(found: list[Finding], excused: list[str]) -> list[Finding]:
@@ -474,7 +488,10 @@ def _movements(parameters: list[Parameter]) -> dict[str, Movement]:
     spread = run_weight_spread(parameters)
     found = {}
     for p in parameters:
-        if p.weight is not None and (m := movement(p.weight, spread)) is not None:
+        if p.weight is None:
+            continue
+        others = [m for w in p.weight_also if (m := movement(w, spread)) is not None]
+        if (m := confirmed(movement(p.weight, spread), others)) is not None:
             found[p.name] = m
     return found
 

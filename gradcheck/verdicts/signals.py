@@ -19,7 +19,7 @@ import numpy as np
 
 from gradcheck.model import HistogramSeries, RunData
 from gradcheck.series.stats import wasserstein_from_quantiles
-from gradcheck.tags import ParameterTags
+from gradcheck.tags import ParameterTags, SeriesKey
 from gradcheck.verdicts.numeric import median, nan_to_num, nanmax, nanmedian
 
 DENSE_SHARE = 0.999
@@ -79,6 +79,9 @@ class Parameter:
     tags: ParameterTags
     gradient: GradientSignal | None
     weight: WeightSignal | None
+    weight_also: tuple[WeightSignal, ...] = ()
+    """Other writers' weight series of this variable (``tags.weight_also``): they confirm
+    whether and how far the weights moved, on their own clock (Keras' callback logs epochs)."""
 
     @property
     def name(self) -> str:
@@ -94,7 +97,62 @@ class Parameter:
 
 def parameter_signals(data: RunData, tags: ParameterTags) -> Parameter:
     """The signals of one parameter of ``data``."""
-    return Parameter(tags, _gradient_signal(data, tags), _weight_signal(data, tags))
+    tags = decide_series(data, tags)
+    also = tuple(
+        signal
+        for key in tags.weight_also
+        if (signal := _weight_signal(data, ParameterTags(tags.name, tags.depth, weight=key)))
+    )
+    return Parameter(tags, _gradient_signal(data, tags), _weight_signal(data, tags), also)
+
+
+def decide_series(data: RunData, tags: ParameterTags) -> ParameterTags:
+    """``tags`` with, of several writers' series of one variable, the one that decides in
+    ``gradient`` and ``weight`` (the others in ``*_also``): the one on the clock of the
+    parameter's other signals (most steps in common with its exact-norm scalars and its other
+    role's series: GradientLogger logs weights at its gradients' steps, Keras' callback at
+    epochs), then the denser (more histograms read), then the first."""
+    if not tags.weight_also and not tags.gradient_also:
+        return tags
+    exact = (tags.grad_norm, tags.weight_norm)
+    scalars = [data.scalars[t].steps for t in exact if t is not None and t in data.scalars]
+    gradient, gradient_also = _decided(
+        data,
+        tags.gradient,
+        tags.gradient_also,
+        [*scalars, *_steps_of(data, tags.weight, tags.weight_also)],
+    )
+    weight, weight_also = _decided(
+        data, tags.weight, tags.weight_also, [*scalars, *_steps_of(data, gradient, ())]
+    )
+    return dataclasses.replace(
+        tags, gradient=gradient, gradient_also=gradient_also, weight=weight, weight_also=weight_also
+    )
+
+
+def _steps_of(
+    data: RunData, key: SeriesKey | None, also: tuple[SeriesKey, ...]
+) -> list[np.ndarray]:
+    keys = [k for k in (key, *also) if k is not None and k in data.histograms]
+    return [data.histograms[k].steps for k in keys]
+
+
+def _decided(
+    data: RunData, key: SeriesKey | None, also: tuple[SeriesKey, ...], clock: list[np.ndarray]
+) -> tuple[SeriesKey | None, tuple[SeriesKey, ...]]:
+    """The deciding series of ``key`` and ``also`` on ``clock`` (see :func:`decide_series`)."""
+    if key is None or not also:
+        return key, also
+    steps = np.concatenate(clock) if clock else np.empty(0, dtype=np.int64)
+
+    def rank(candidate: SeriesKey) -> tuple[int, int]:
+        series = data.histograms.get(candidate)
+        if series is None:
+            return 0, 0
+        return int(np.isin(series.steps, steps).sum()), series.histograms_read
+
+    ranked = sorted((key, *also), key=rank, reverse=True)  # stable: the first among equals
+    return ranked[0], tuple(ranked[1:])
 
 
 def _bad_from_scalar(data: RunData, tag: str | None) -> np.ndarray:
@@ -192,6 +250,11 @@ def _weight_signal(data: RunData, tags: ParameterTags) -> WeightSignal | None:
         bad_steps = _unique_steps(bad)
         count = nanmedian(histogram.column("count")) if len(histogram) else float("nan")
         norm = histogram.column("l2_norm")
+        if scalar is not None:  # exact values beat the buckets' estimate
+            _, at, exact_at = common_steps(histogram.steps, scalar.steps)
+            exact = scalar.values[exact_at]
+            finite = np.isfinite(exact)
+            norm[at[finite]] = exact[finite]
         return WeightSignal(
             tag=histogram.tag,
             steps=histogram.steps,
@@ -288,6 +351,9 @@ def movement(weight: WeightSignal, run_spread: float) -> Movement | None:
 
     first = 0 if every else int(usable.argmax())
     identical = bool((used(weight.fingerprints) == weight.fingerprints[first]).all())
+    if identical:  # and the exact norm, where one was logged: buckets miss a change inside them
+        norms, norm = used(weight.norm), weight.norm[first]
+        identical = bool(((norms == norm) | (np.isnan(norms) & np.isnan(norm))).all())
     scale, source = weight_scale(weight, run_spread, first)
     if identical:
         return Movement(True, 0.0, 0.0, 0.0, scale, source)
@@ -311,6 +377,26 @@ def movement(weight: WeightSignal, run_spread: float) -> Movement | None:
         scale_source=source,
         extremes_change=float(extremes / scale),
         update_ratio=median(updates / np.maximum(gaps, 1.0)) / scale,
+    )
+
+
+def confirmed(own: Movement | None, others: list[Movement]) -> Movement | None:
+    """``own`` (the deciding series' movement) confirmed by other writers' series of the same
+    variable: bit-identical only when every series is, and as far as the farthest went, each
+    distance measured against ``own``'s scale (another writer's first step may come later, when
+    a zero-initialised bias already has a tiny spread of its own); the per-step figures stay
+    ``own``'s (the others may count epochs)."""
+    if own is None or not others:
+        return own
+    moved = [(m, m.scale / own.scale if own.scale > 0 else 1.0) for m in others]
+    return dataclasses.replace(
+        own,
+        bit_identical=own.bit_identical and all(m.bit_identical for m in others),
+        from_first=max(own.from_first, *(m.from_first * ratio for m, ratio in moved)),
+        norm_change=max(own.norm_change, *(m.norm_change * ratio for m, ratio in moved)),
+        extremes_change=max(
+            own.extremes_change, *(m.extremes_change * ratio for m, ratio in moved)
+        ),
     )
 
 
@@ -350,6 +436,7 @@ def before(parameter: Parameter, step: int | None) -> Parameter:
         parameter.tags,
         _signal_before(parameter.gradient, step),
         _signal_before(parameter.weight, step),
+        (),  # other writers' series count other steps (epochs): they cannot be cut here
     )
 
 

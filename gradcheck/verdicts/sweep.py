@@ -33,9 +33,11 @@ from gradcheck.model import (
 )
 from gradcheck.verdicts.run_names import name_components, name_hparams
 
-AUTO_HPARAM_RUNS = 6
+AUTO_HPARAM_RUNS = 3
 """The view is shown by itself for at least this many runs that carry a hyperparameter with
-two values or more: more than a handful (the issue's word) and a sweep by construction."""
+two values or more: three runs are the fewest whose values can fall on both sides of a split
+with a third to confirm it (a 5-run learning-rate sweep, two of its runs exploding, got no view
+at 6: issue 32). Runs whose names carry no hyperparameter (``sample_runs``) never count."""
 AUTO_RUNS = 12
 """... or for this many runs of any kind: past a dozen per-run sections (5 to 40 lines each in
 the table) nobody reads them first. Fewer unrelated runs (``sample_runs``' 7 examples) are read

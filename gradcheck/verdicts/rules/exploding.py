@@ -342,20 +342,37 @@ def _weight_growth(parameter: Parameter, context: RunContext) -> Finding | None:
     early, _, finite = rms_early_and_late(weight, context.config)
     if finite.size < 3:
         return None
+    # Judged against the larger of its own early scale and the run's typical weight: a weight
+    # that grows away from (near) zero, as a zero-initialised bias does, is not exploding
+    # until it dwarfs the weights around it. Values below the reference are lifted to it, so
+    # that the rise's baseline is the reference itself.
     reference = max(early, context.typical_weight_rms)
-    scaled = weight.rms * (early / reference) if early > 0 else weight.rms
-    rise = find_rise(scaled, weight.steps, weight.bad_steps, context.config)
+    if not reference > 0:
+        return None  # zero from the start and nothing to compare with
+    factor = context.config.weight_growth_factor
+    config = dataclasses.replace(
+        context.config,
+        explode_factor=factor,
+        explode_spike_factor=max(factor, context.config.explode_spike_factor),
+    )
+    lifted = np.where(weight.rms < reference, reference, weight.rms)
+    rise = find_rise(lifted, weight.steps, weight.bad_steps, config)
     if rise is None:
         return None
-    growth = float(np.nanmax(weight.rms)) / reference
+    growth = float(weight.rms[finite].max()) / reference  # >= the rise's ratio: lifted >= it
+    against = (
+        f"its early value {fmt(early)}"
+        if reference == early
+        else f"the run's typical weight RMS {fmt(reference)} (its own early value {fmt(early)} is "
+        "smaller)"
+    )
     evidence = (
-        f"weight RMS grew to {fmt(growth)}x its early value {fmt(early)} (threshold "
-        f"{fmt(context.config.explode_factor)}x; no gradients logged), from step "
-        f"{rise.first_above_step}; the growth began at step {rise.onset_step}"
+        f"weight RMS grew to {fmt(growth)}x {against} (threshold {fmt(factor)}x; no gradients "
+        f"logged), from step {rise.first_above_step}; the growth began at step {rise.onset_step}"
     )
     return Finding(
         "exploding",
-        severity("exploding", growth / context.config.explode_factor),
+        severity("exploding", growth / factor),
         rise.onset_step,
         evidence,
         hints.EXPLODING_WEIGHTS,

@@ -8,6 +8,8 @@ update: neither is judged.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gradcheck.verdicts import hints
@@ -86,8 +88,8 @@ def find_slow(parameter: Parameter, context: RunContext) -> Finding | Excuse | N
         f"weights moved a median {fmt(move.update_ratio)} of their {_scale_word(move.scale_source)}"
         f" per {_step(context)} ({bound}; "
         f"{fmt(move.largest)} over the whole run){estimate}: "
-        f"below the {fmt(threshold)} threshold, about {orders(usual / move.update_ratio)} "
-        f"less than the usual ~{fmt(usual)} (CS231n)"
+        f"below the {fmt(threshold)} threshold, {_less_than(usual, move.update_ratio)} "
+        f"the usual ~{fmt(usual)} (CS231n)"
     )
     ceiling = BASE_SEVERITY["static"] - 0.01  # slow never outranks static
     return Finding(
@@ -111,9 +113,18 @@ def _epochs(context: RunContext) -> str:
     return "; the log's steps are epochs: less per update still" if context.steps_are_epochs else ""
 
 
+def _less_than(usual: float, ratio: float) -> str:
+    """``about 1,000x less than``, or where the median step moved nothing the log resolves
+    (the weights' distribution equal at most consecutive logged steps) ``far less than``."""
+    if not ratio > 0:
+        return "far less than"
+    return f"about {orders(usual / ratio)} less than"
+
+
 def orders(factor: float) -> str:
-    """``1,000x``: a factor rounded to a power of ten (at least 1x)."""
-    power = max(0, round(float(np.log10(factor)))) if factor > 0 else 0
+    """``1,000x``: a factor rounded to a power of ten (at least 1x; a factor that is not
+    finite, from a ratio of zero, reads as at least 1x too: callers say more where they can)."""
+    power = max(0, round(float(np.log10(factor)))) if factor > 0 and math.isfinite(factor) else 0
     return f"{10**power:,}x"
 
 
@@ -148,8 +159,9 @@ def run_updates(
     share = sum(name in slow for name in ratios) / len(ratios)
     if not share > context.config.slow_run_share:
         return summary, None
+    slower = f"about {orders(usual / typical)}" if typical > 0 else "far"
     note = (
-        f"the whole model learns about {orders(usual / typical)} slower than usual: "
+        f"the whole model learns {slower} slower than usual: "
         f"{sum(name in slow for name in ratios)} of {len(ratios)} kernels move below "
         f"{short(context.config.slow_update_ratio)} of their scale per "
         f"{'epoch' if context.steps_are_epochs else 'update'} (median "

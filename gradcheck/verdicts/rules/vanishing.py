@@ -72,10 +72,19 @@ def _where(parameter: Parameter, context: RunContext) -> hints.Position:
 
 def layer_level(parameter: Parameter, context: RunContext) -> float:
     """The largest gradient level among the parameters of this one's layer (kernel, bias...):
-    a layer's parameters vanish together, so they get one verdict."""
+    a layer's parameters vanish together, so they get one verdict. Not for a kernel (anything
+    but a bias or beta) whose own level is below ``vanish_depth_ratio`` of its layer's: its
+    inputs carry nothing back (dead units before it; the bias's gradient does not need them),
+    so its own gradient vanished, whatever the bias's does. The bias keeps its layer's level:
+    one before a normalisation gets about zero by design."""
     own = gradient_level(parameter)
     layer = context.layer_levels.get(hints.layer_of(parameter.name), own)
-    return max(own, layer) if np.isfinite(layer) else own
+    if not np.isfinite(layer):
+        return own
+    is_bias = bool(hints.sibling_weights(parameter.name))
+    if not is_bias and not own >= context.config.vanish_depth_ratio * layer:
+        return own  # a kernel whose inputs are dead
+    return max(own, layer)
 
 
 def _layer_note(parameter: Parameter, level: float, context: RunContext) -> str:
