@@ -15,9 +15,10 @@ micro-batch's reading is the step's whole gradient), divided by the fp16 loss sc
 ``GradScaler`` would (``loss_scale`` is logged too). With several processes (DDP), each
 reads its own gradient, before the all-reduce, and the main process logs.
 
-The scalars go through ``trainer.log``: to every integration the trainer reports to
-(TensorBoard, W&B, MLflow, Comet, ...) and to ``trainer_state.json``'s ``log_history``, at the
-trainer's step (the one its own ``grad_norm`` and ``loss`` of that optimizer step carry). The
+The scalars go where ``trainer.log`` sends what it logs: to every integration the trainer
+reports to (TensorBoard, W&B, MLflow, Comet, ...: each callback's ``on_log``) and to
+``trainer_state.json``'s ``log_history``, at the trainer's step (the one its own ``grad_norm``
+and ``loss`` of that optimizer step carry); not to the console. The
 histograms go to the integrations that hold histograms: TensorBoard (``add_histogram_raw``)
 and W&B (``wandb.Histogram``, with ``train/global_step``). Tags are :mod:`gradcheck.logtags`'
 (the integrations prefix the scalars with ``train/``; the histograms are written without), which ``gradcheck analyze`` pairs per
@@ -112,7 +113,7 @@ class GradientLogger(transformers.TrainerCallback):  # type: ignore[misc,name-de
         histograms = gradcheck_torch.histograms_of(self.weights, self.gradients)
         self.weights.clear()
         self.gradients.clear()
-        self.trainer.log(scalars)
+        self._log_scalars(args, state, control, scalars)
         if histograms and state.is_world_process_zero:
             self._log_histograms(histograms, int(state.global_step))
 
@@ -143,6 +144,18 @@ class GradientLogger(transformers.TrainerCallback):  # type: ignore[misc,name-de
             return gradient
         inverse = torch.tensor(1.0 / scale, dtype=torch.float64).float()
         return gradient.float() * inverse.to(gradient.device)
+
+    def _log_scalars(self, args: Any, state: Any, control: Any, scalars: dict[str, float]) -> None:
+        """What ``trainer.log(scalars)`` does (a ``log_history`` entry at the trainer's step,
+        then every callback's ``on_log``), without the callbacks that print what is logged:
+        a line of every parameter's norms at each logged step would bury the loss."""
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+        state.log_history.append({**scalars, "step": state.global_step})
+        for callback in self.trainer.callback_handler.callbacks:
+            quiet = isinstance(callback, (PrinterCallback, ProgressCallback, GradientLogger))
+            if not quiet and type(callback).__name__ != "NotebookProgressCallback":
+                callback.on_log(args, state, control, logs=dict(scalars), model=self.trainer.model)
 
     def _log_histograms(
         self, histograms: dict[str, gradcheck_torch.RawHistogram], step: int
