@@ -24,6 +24,8 @@ EXTRAS: dict[str, str] = {
     "azure": "adlfs",
     "keras": "tensorflow-cpu",
     "torch": "torch",
+    "hf": "transformers",
+    "lightning": "lightning",
 }
 """Each extra of ``pyproject.toml`` and the package it installs (a test keeps them equal)."""
 

@@ -89,9 +89,12 @@ def write_hf(out: Path) -> None:
         os.environ["MLFLOW_TRACKING_URI"] = f"file:{out / kind / 'mlruns'}"
         os.environ["WANDB_DIR"] = str(out / kind)
         (out / kind).mkdir(parents=True)
-        trainer = _hf_train(
-            out / kind / "trainer", kind, report_to=["tensorboard", "wandb", "mlflow"], callback=True
-        )
+        loggers = ["tensorboard", "wandb", "mlflow"]
+        trainer = _hf_train(out / kind / "trainer", kind, report_to=loggers, callback=True)
+        import wandb
+
+        wandb.finish()  # the Trainer leaves its run open: the next would log into it
+        wandb.teardown()  # and the next run is to read WANDB_DIR again
         norms = [e for e in trainer.state.log_history if "grad_norm" in e]
         facts[kind] = {
             "first_nan": next((e["step"] for e in norms if math.isnan(e["grad_norm"])), None)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.library_runs import LibraryLogs
+from tests.library_runs import CALLBACK_NEEDED, LibraryLogs, WriterProcesses
 from tests.synthetic_runs import write_run
 
 
@@ -25,6 +25,13 @@ def library_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LibraryLo
     """The real libraries' logs (tests/library_runs.py), written once per session."""
     logs = LibraryLogs(tmp_path_factory.mktemp("library_logs"))
     yield logs
-    for process in logs.processes.values():
-        if process.poll() is None:
-            process.kill()
+    logs.stop()
+
+
+@pytest.fixture(scope="session")
+def callback_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WriterProcesses]:
+    """Trainings with gradcheck.hf's and gradcheck.lightning's callbacks and every logger
+    (tests/callback_logs.py), written once per session."""
+    logs = WriterProcesses("callback_logs.py", CALLBACK_NEEDED, tmp_path_factory.mktemp("cb"))
+    yield logs
+    logs.stop()

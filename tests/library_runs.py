@@ -1,6 +1,7 @@
 """The logs the real libraries write (``tests/library_logs.py``), started once per session in
 three processes side by side (HF; Lightning with its CSV and MLflow loggers; W&B), and where
-each run of each format lies in them. The ``library_logs`` fixture is in ``conftest.py``."""
+each run of each format lies in them; the trainings with gradcheck's callbacks
+(``tests/callback_logs.py``), two processes. The fixtures are in ``conftest.py``."""
 
 from __future__ import annotations
 
@@ -22,38 +23,57 @@ NEEDED = {
     "lightning": ("lightning", "mlflow"),
     "wandb": ("wandb",),
 }
+CALLBACK_NEEDED = {
+    "hf": ("transformers", "accelerate", "mlflow", "wandb"),
+    "lightning": ("lightning", "mlflow", "wandb"),
+}
+"""What ``tests/callback_logs.py`` needs for each trainer (it reports to every logger)."""
 
 
-def _missing(library: str) -> str | None:
-    absent = [name for name in NEEDED[library] if importlib.util.find_spec(name) is None]
-    return ", ".join(absent) or None
+class WriterProcesses:
+    """``python tests/SCRIPT NAME ROOT/NAME`` for each name whose libraries are installed,
+    started together; :meth:`root` waits for one and gives its directory."""
 
-
-class LibraryLogs:
-    """The three writers, started together; :meth:`root` waits for one."""
-
-    def __init__(self, root: Path) -> None:
+    def __init__(self, script: str, needed: dict[str, tuple[str, ...]], root: Path) -> None:
         environment = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.roots = {library: root / library for library in LIBRARIES}
+        self.needed = needed
+        self.roots = {name: root / name for name in needed}
         self.processes = {
-            library: subprocess.Popen(
-                [sys.executable, str(REPO / "tests" / "library_logs.py"), library, str(path)],
+            name: subprocess.Popen(
+                [sys.executable, str(REPO / "tests" / script), name, str(path)],
                 cwd=root,
                 env=environment,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
             )  # fmt: skip
-            for library, path in self.roots.items()
-            if _missing(library) is None
+            for name, path in self.roots.items()
+            if self.missing(name) is None
         }
 
-    def root(self, library: str) -> Path:
-        if (absent := _missing(library)) is not None:
+    def missing(self, name: str) -> str | None:
+        absent = [m for m in self.needed[name] if importlib.util.find_spec(m) is None]
+        return ", ".join(absent) or None
+
+    def root(self, name: str) -> Path:
+        if (absent := self.missing(name)) is not None:
             pytest.skip(f"{absent} not installed")
-        process = self.processes[library]
+        process = self.processes[name]
         output, _ = process.communicate(timeout=600)
         assert process.returncode == 0, output.decode(errors="replace")[-3000:]
-        return self.roots[library]
+        return self.roots[name]
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.kill()
+
+
+class LibraryLogs(WriterProcesses):
+    """The three writers of ``tests/library_logs.py`` (HF, Lightning, W&B)."""
+
+    def __init__(self, root: Path) -> None:
+        assert set(NEEDED) == set(LIBRARIES)
+        super().__init__("library_logs.py", NEEDED, root)
 
 
 FORMATS = ("hf-trainer", "lightning-csv", "mlflow-files", "mlflow-sqlite", "wandb")
