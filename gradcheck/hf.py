@@ -21,9 +21,9 @@ reports to (TensorBoard, W&B, MLflow, Comet, ...: each callback's ``on_log``) an
 and ``loss`` of that optimizer step carry); not to the console. The
 histograms go to the integrations that hold histograms: TensorBoard (``add_histogram_raw``)
 and W&B (``wandb.Histogram``, with ``train/global_step``). Tags are :mod:`gradcheck.logtags`'
-(the integrations prefix the scalars with ``train/``; the histograms are written without), which ``gradcheck analyze`` pairs per
-parameter in every one of those logs. The callback only reads tensors: training is
-bit-identical with and without it.
+(the integrations prefix the scalars with ``train/``; the histograms are written without),
+which ``gradcheck analyze`` pairs per parameter in every one of those logs. The callback only
+reads tensors: training is bit-identical with and without it.
 
 Needs transformers (``pip install transformers``, gradcheck's ``hf`` extra) and torch; this
 module and :mod:`gradcheck.lightning` are the only ones importing them.

@@ -82,4 +82,3 @@ def _log_histograms(
     elif isinstance(logger, WandbLogger):
         rows = gradcheck_torch.wandb_histograms(histograms)
         logger.experiment.log({**rows, "trainer/global_step": step})
-

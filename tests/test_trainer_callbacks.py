@@ -65,8 +65,10 @@ def test_healthy_runs_are_judged_per_parameter_and_clean(
         (layer.name, layer.verdict, layer.evidence) for layer in report.layers
     ]
     for layer in report.layers:  # every row judged on its gradient norms, read per parameter
-        assert layer.grad_tag is not None and "gradient_norm/" in layer.grad_tag or (
-            source in HISTOGRAMS and layer.grad_tag == f"gradients/{layer.name}"
+        assert (
+            layer.grad_tag is not None
+            and "gradient_norm/" in layer.grad_tag
+            or (source in HISTOGRAMS and layer.grad_tag == f"gradients/{layer.name}")
         ), layer
 
 
