@@ -8,8 +8,9 @@ with ``gradcheck.lightning.GradientLogger`` and TensorBoard, CSV, MLflow and W&B
 trains a ``healthy`` run and a ``broken`` one (plain SGD at a learning rate far too high:
 gradients explode, then turn NaN), and writes ``OUT/facts.json``: the first step whose gradient
 held a NaN by the trainer's own account (HF: its ``grad_norm``; Lightning: the module's own
-hook), and whether the final weights of the same training with and without the callback (every
-step, histograms on) are equal bit for bit. No network.
+hook), whether the final weights of the same training with and without the callback (every
+step, histograms on) are equal bit for bit, and (HF) whether the callback unscales an fp16
+run's gradients as the ``GradScaler`` does. No network.
 """
 
 from __future__ import annotations
@@ -104,7 +105,31 @@ def write_hf(out: Path) -> None:
         for c in (False, True)
     ]
     facts["identical"] = digests[0] == digests[1]
+    facts["unscaled"] = unscaled_as_the_scaler_does()
     (out / "facts.json").write_text(json.dumps(facts))
+
+
+def unscaled_as_the_scaler_does() -> bool:
+    """Whether the HF callback's reading of an fp16 run's scaled gradients equals, bit for bit,
+    what ``GradScaler.unscale_`` makes of them (a scale that is no power of two: rounding
+    counts), with the scale logged. (The Trainer runs fp16 on a GPU only; the scaler's
+    arithmetic is the same on the CPU.)"""
+    from types import SimpleNamespace
+
+    torch = _torch()
+    from gradcheck.hf import GradientLogger
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 32)
+    scaler = torch.amp.GradScaler("cpu", init_scale=3000.0)
+    scaler.scale(model(torch.randn(8, 64)).pow(2).sum()).backward()
+    accelerator = SimpleNamespace(scaler=scaler)
+    trainer = SimpleNamespace(log=None, callback_handler=None, accelerator=accelerator)
+    logger = GradientLogger(trainer)
+    read = [logger._unscaled(parameter.grad).clone() for parameter in model.parameters()]
+    scaler.unscale_(torch.optim.SGD(model.parameters(), lr=0.1))
+    same = all(torch.equal(a, p.grad) for a, p in zip(read, model.parameters(), strict=True))
+    return same and logger._loss_scale() == 3000.0
 
 
 # --------------------------------------------------------------------------------------------

@@ -132,6 +132,14 @@ def test_training_is_bit_identical_with_and_without_the_callback(
     assert facts(callback_logs, trainer)["identical"] is True
 
 
+def test_hf_reads_fp16_gradients_unscaled_as_the_grad_scaler_does(
+    callback_logs: WriterProcesses,
+) -> None:
+    """Bit for bit, with a scale that is no power of two (``unscaled_as_the_scaler_does`` in
+    ``tests/callback_logs.py``: the Trainer's fp16 needs a GPU, the scaler's arithmetic not)."""
+    assert facts(callback_logs, "hf")["unscaled"] is True
+
+
 def test_missing_frameworks_give_an_install_hint(tmp_path: Path) -> None:
     import subprocess
     import sys
