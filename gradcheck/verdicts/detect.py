@@ -218,9 +218,10 @@ def _without_vanishing(
     if blown is None or not any(f.verdict == "vanishing" for f in found):
         return found
     since = f" from step {blown.first_bad_step}" if blown.first_bad_step is not None else ""
+    how = "turned NaN/Inf" if blown.verdict == "nan" else "exploded"
     excused.append(
-        f"not vanishing: its own gradient blew up ({blown.verdict}{since}): a small gradient "
-        "before a blow-up is not a vanishing one"
+        f"not vanishing: its own gradient {how}{since}: a small gradient before a blow-up "
+        "is not a vanishing one"
     )
     return [f for f in found if f.verdict != "vanishing"]
 
