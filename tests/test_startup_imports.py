@@ -70,7 +70,9 @@ def _under(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
     return [m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes)]
 
 
-@pytest.mark.parametrize("args", [("--help",), ("--version",), ("analyze", "--help")])
+@pytest.mark.parametrize(
+    "args", [("--help",), ("--version",), ("analyze", "--help"), ("export", "--help")]
+)
 def test_help_and_version_import_no_numpy_rich_protobuf_nor_the_model(
     tmp_path: Path, args: tuple[str, ...]
 ) -> None:
