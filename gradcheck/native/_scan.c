@@ -1656,7 +1656,7 @@ done:
  * uses einsum: those may differ from numpy in the last bits (tests/test_fastpath.py allows a
  * relative 1e-6 on the statistics, nothing on the fingerprints). */
 
-#define N_STATS 16
+#define N_STATS 25
 #define S_COUNT 0
 #define S_MIN 1
 #define S_MAX 2
@@ -1667,6 +1667,7 @@ done:
 #define S_NONFINITE 7
 #define S_ZERO 8
 #define S_P01 9
+#define S_ACTIVATION 16 /* the nine activation shares, stats._activation_shares */
 #define MAX_WEIGHTS 8192
 #define FINGERPRINT_MIX 0x9E3779B97F4A7C15ULL
 
@@ -1839,6 +1840,79 @@ static inline int zero_bucket(double lo, double hi)
     return (lo <= 0 && hi > 0) || (lo == 0 && hi == 0);
 }
 
+/* stats.region_shares for one row of ``n`` buckets (clipped edges ``lo``/``hi``) and the region
+ * ``[start, end]``, added to ``acc``: the estimate, the buckets inside it, those touching it.
+ * A bucket past ``n`` has no density (a padded bucket: zero count, zero width). */
+static void region_shares(const double *lo, const double *hi, const double *c, Py_ssize_t n,
+                          double start, double end, double acc[3])
+{
+    double estimate = 0.0, low = 0.0, high = 0.0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double cj = c[j];
+        if (!(cj > 0 && lo[j] <= end && hi[j] >= start))
+            continue;
+        high += cj;
+        if (lo[j] >= start && hi[j] <= end) {
+            estimate += cj;
+            low += cj;
+            continue;
+        }
+        double own = cj / (hi[j] - lo[j]);
+        double left = j > 0 ? c[j - 1] / (hi[j - 1] - lo[j - 1]) : NAN;
+        double right = j + 1 < n ? c[j + 1] / (hi[j + 1] - lo[j + 1]) : NAN;
+        if (!(isfinite(left) && left >= 0))
+            left = own;
+        if (!(isfinite(right) && right >= 0))
+            right = own;
+        double below = start - lo[j], above = hi[j] - end;
+        double outside = (below > 0 ? left * below : 0.0) + (above > 0 ? right * above : 0.0);
+        estimate += cj - np_min(cj, outside);
+    }
+    acc[0] += estimate;
+    acc[1] += low;
+    acc[2] += high;
+}
+
+#define ZERO_WIDTH 1e-12 /* stats.ZERO_WIDTH */
+#define BOUND_MARGIN 0.02 /* stats.BOUND_MARGIN */
+
+/* Whether a bucket clipped to ``[vmin, vmax]`` may touch ``[-ZERO_WIDTH, ZERO_WIDTH]`` (when
+ * ``vmin > vmax`` every edge is clipped to ``vmax``). */
+static inline int zero_reachable(double vmin, double vmax)
+{
+    return !((vmin > ZERO_WIDTH || vmax < -ZERO_WIDTH) && vmin <= vmax);
+}
+
+/* stats._activation_shares for one row: out[S_ACTIVATION .. +9). */
+static void activation_shares(const double *lo, const double *hi, const double *c, Py_ssize_t n,
+                              double total, double vmin, double vmax, double *out)
+{
+    double *o = out + S_ACTIVATION;
+    int ranges[3] = {1, vmin >= -1 && vmax <= 1, vmin >= 0 && vmax <= 1};
+    double regions[3][2][2] = {
+        {{-ZERO_WIDTH, ZERO_WIDTH}, {NAN, NAN}},
+        {{-1.0, -1.0 + 2 * BOUND_MARGIN}, {1.0 - 2 * BOUND_MARGIN, 1.0}},
+        {{0.0, BOUND_MARGIN}, {1.0 - BOUND_MARGIN, 1.0}},
+    };
+    int zero_possible = zero_reachable(vmin, vmax);
+    for (int k = 0; k < 3; k++) {
+        double acc[3] = {0.0, 0.0, 0.0};
+        if (k > 0 || zero_possible)
+            for (int piece = 0; piece < 2; piece++)
+                if (!isnan(regions[k][piece][0]) && ranges[k])
+                    region_shares(lo, hi, c, n, regions[k][piece][0], regions[k][piece][1], acc);
+        for (int i = 0; i < 3; i++)
+            o[3 * k + i] = (ranges[k] && total != 0) ? acc[i] / total : NAN;
+    }
+}
+
+/* Whether a row's activation shares need its clipped edges (activation_shares reads none when
+ * no bucket can touch zero and the range is outside [-1, 1]). */
+static inline int activation_edges_needed(double vmin, double vmax)
+{
+    return zero_reachable(vmin, vmax) || (vmin >= -1 && vmax <= 1);
+}
+
 /* stats.histogram_stats_batch for one padded row of ``w`` buckets; ``f`` the proto fields
  * (meaningful when ``is_histo``: then all present, else none). */
 static void row_stats(Buckets *b, Py_ssize_t w, const double *f, int is_histo, double *out)
@@ -1888,6 +1962,7 @@ static void row_stats(Buckets *b, Py_ssize_t w, const double *f, int is_histo, d
         b->share[j] = b->counts[j] * (double)zero_bucket(b->lo[j], b->hi[j]);
     out[S_ZERO] = pairwise(b->share, w) / total;
     percentiles(b, w, total, vmin, vmax, out + S_P01);
+    activation_shares(b->lo, b->hi, b->counts, w, total, vmin, vmax, out);
     int finite_left = 1; /* TF2 edges of a NaN/Inf tensor: nothing usable */
     for (Py_ssize_t j = 0; j < w && finite_left; j++)
         finite_left = isfinite(b->left[j]);
@@ -2233,6 +2308,7 @@ static void row_stats_fast(Buckets *b, const RowScan *scan, Py_ssize_t w, const 
     moments_into(b, scan->n, w, total, f, is_histo, r.vmin, r.vmax, nonfinite, out);
     out[S_ZERO] = total == 0 ? NAN : fused.zero_sum / total;
     fast_percentiles(b, scan, &fused, r, total, out + S_P01);
+    activation_shares(b->lo, b->hi, b->counts, scan->n, total, r.vmin, r.vmax, out);
     if (!is_histo && !scan->left_finite) { /* TF2 edges of a NaN/Inf tensor: nothing usable */
         for (int s = S_MEAN; s < N_STATS; s++)
             out[s] = NAN;
@@ -2310,12 +2386,17 @@ static int histo_row_direct(Buckets *b, const double *data, Py_ssize_t s, Py_ssi
     moments_into(b, size, w, total, f, 1, r.vmin, r.vmax, 0.0, out);
     out[S_ZERO] = total == 0 ? NAN : fused.zero_sum / total;
     fast_percentiles(b, &scan, &fused, r, total, out + S_P01);
+    if (activation_edges_needed(r.vmin, r.vmax))
+        for (Py_ssize_t j = 0; j < size; j++)
+            clip_finite(j > 0 ? right[j - 1] : first, right[j], r.fmin, r.fmax, &b->lo[j],
+                        &b->hi[j]);
+    activation_shares(b->lo, b->hi, counts, size, total, r.vmin, r.vmax, out);
     return 1;
 }
 
 PyDoc_STRVAR(reduce_doc,
 "reduce(data, rows, starts, sizes, kinds, fields, weights, stats, fingerprints)\n\n"
-"Statistics (float32 [B, 16], stats.STAT_NAMES) and 64-bit fingerprints (uint64 [B]) of the\n"
+"Statistics (float32 [B, 25], stats.STAT_NAMES) and 64-bit fingerprints (uint64 [B]) of the\n"
 "scanned histograms ``rows`` (see gather), as series.reduce_by_width computes them with numpy;\n"
 "``fields`` [rows, 5] the histo rows' proto fields, ``weights`` uint64 [4, 8192] the\n"
 "fingerprint weights. Histograms wider than 8192 buckets are refused (ValueError).");
@@ -2464,7 +2545,7 @@ static Py_ssize_t kept_rows(const int64_t *steps, const float *stats, Py_ssize_t
 
 PyDoc_STRVAR(thin_doc,
 "thin(steps, stats, l2_column, nonfinite_column, window, limit, kept) -> (count, window)\n\n"
-"series._thinned_rows: ``steps`` int64 [n] rising, ``stats`` float32 [n, 16]; the window\n"
+"series._thinned_rows: ``steps`` int64 [n] rising, ``stats`` float32 [n, 25]; the window\n"
 "doubled from ``window`` (2 at least) until the rows kept (series._kept_rows) fit ``limit`` as\n"
 "series._fits counts them. Writes the kept positions to ``kept`` (int64 [n]) and returns their\n"
 "count and the window.");
