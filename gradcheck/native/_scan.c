@@ -1840,37 +1840,39 @@ static inline int zero_bucket(double lo, double hi)
     return (lo <= 0 && hi > 0) || (lo == 0 && hi == 0);
 }
 
-/* stats.region_shares for one row of ``n`` buckets (clipped edges ``lo``/``hi``) and the region
- * ``[start, end]``, added to ``acc``: the estimate, the buckets inside it, those touching it.
- * A bucket past ``n`` has no density (a padded bucket: zero count, zero width). */
+/* stats.region_shares for one row of ``n`` buckets (clipped edges ``lo``/``hi``), for the
+ * ``k`` regions ``[start[r], end[r]]`` at once (one pass over the buckets): into ``acc[3 * r]``
+ * the estimate, the buckets inside the region, those touching it. A bucket past ``n`` has no
+ * density (a padded bucket: zero count, zero width). */
 static void region_shares(const double *lo, const double *hi, const double *c, Py_ssize_t n,
-                          double start, double end, double acc[3])
+                          const double *start, const double *end, int k, double *acc)
 {
-    double estimate = 0.0, low = 0.0, high = 0.0;
     for (Py_ssize_t j = 0; j < n; j++) {
         double cj = c[j];
-        if (!(cj > 0 && lo[j] <= end && hi[j] >= start))
+        if (!(cj > 0))
             continue;
-        high += cj;
-        if (lo[j] >= start && hi[j] <= end) {
-            estimate += cj;
-            low += cj;
-            continue;
+        for (int r = 0; r < k; r++) {
+            if (!(lo[j] <= end[r] && hi[j] >= start[r]))
+                continue;
+            double *a = acc + 3 * r;
+            a[2] += cj;
+            if (lo[j] >= start[r] && hi[j] <= end[r]) {
+                a[0] += cj;
+                a[1] += cj;
+                continue;
+            }
+            double own = cj / (hi[j] - lo[j]);
+            double left = j > 0 ? c[j - 1] / (hi[j - 1] - lo[j - 1]) : NAN;
+            double right = j + 1 < n ? c[j + 1] / (hi[j + 1] - lo[j + 1]) : NAN;
+            if (!(isfinite(left) && left >= 0))
+                left = own;
+            if (!(isfinite(right) && right >= 0))
+                right = own;
+            double below = start[r] - lo[j], above = hi[j] - end[r];
+            double outside = (below > 0 ? left * below : 0.0) + (above > 0 ? right * above : 0.0);
+            a[0] += cj - np_min(cj, outside);
         }
-        double own = cj / (hi[j] - lo[j]);
-        double left = j > 0 ? c[j - 1] / (hi[j - 1] - lo[j - 1]) : NAN;
-        double right = j + 1 < n ? c[j + 1] / (hi[j + 1] - lo[j + 1]) : NAN;
-        if (!(isfinite(left) && left >= 0))
-            left = own;
-        if (!(isfinite(right) && right >= 0))
-            right = own;
-        double below = start - lo[j], above = hi[j] - end;
-        double outside = (below > 0 ? left * below : 0.0) + (above > 0 ? right * above : 0.0);
-        estimate += cj - np_min(cj, outside);
     }
-    acc[0] += estimate;
-    acc[1] += low;
-    acc[2] += high;
 }
 
 #define ZERO_WIDTH 1e-12 /* stats.ZERO_WIDTH */
@@ -1883,27 +1885,36 @@ static inline int zero_reachable(double vmin, double vmax)
     return !((vmin > ZERO_WIDTH || vmax < -ZERO_WIDTH) && vmin <= vmax);
 }
 
-/* stats._activation_shares for one row: out[S_ACTIVATION .. +9). */
+/* stats._activation_shares for one row: out[S_ACTIVATION .. +9). The regions: zero, tanh's
+ * two, sigmoid's two (those of a share the row's range rules out are left out). */
 static void activation_shares(const double *lo, const double *hi, const double *c, Py_ssize_t n,
                               double total, double vmin, double vmax, double *out)
 {
     double *o = out + S_ACTIVATION;
-    int ranges[3] = {1, vmin >= -1 && vmax <= 1, vmin >= 0 && vmax <= 1};
-    double regions[3][2][2] = {
-        {{-ZERO_WIDTH, ZERO_WIDTH}, {NAN, NAN}},
-        {{-1.0, -1.0 + 2 * BOUND_MARGIN}, {1.0 - 2 * BOUND_MARGIN, 1.0}},
-        {{0.0, BOUND_MARGIN}, {1.0 - BOUND_MARGIN, 1.0}},
-    };
-    int zero_possible = zero_reachable(vmin, vmax);
-    for (int k = 0; k < 3; k++) {
-        double acc[3] = {0.0, 0.0, 0.0};
-        if (k > 0 || zero_possible)
-            for (int piece = 0; piece < 2; piece++)
-                if (!isnan(regions[k][piece][0]) && ranges[k])
-                    region_shares(lo, hi, c, n, regions[k][piece][0], regions[k][piece][1], acc);
-        for (int i = 0; i < 3; i++)
-            o[3 * k + i] = (ranges[k] && total != 0) ? acc[i] / total : NAN;
+    int in_range[3] = {1, vmin >= -1 && vmax <= 1, vmin >= 0 && vmax <= 1};
+    static const double starts[5] = {-ZERO_WIDTH, -1.0, 1.0 - 2 * BOUND_MARGIN, 0.0,
+                                     1.0 - BOUND_MARGIN};
+    static const double ends[5] = {ZERO_WIDTH, -1.0 + 2 * BOUND_MARGIN, 1.0, BOUND_MARGIN, 1.0};
+    static const int share_of[5] = {0, 1, 1, 2, 2};
+    double start[5], end[5], acc[15] = {0.0};
+    int owner[5], k = 0;
+    for (int r = 0; r < 5; r++) {
+        int wanted = in_range[share_of[r]] && (r > 0 || zero_reachable(vmin, vmax));
+        if (wanted) {
+            start[k] = starts[r];
+            end[k] = ends[r];
+            owner[k++] = share_of[r];
+        }
     }
+    if (k)
+        region_shares(lo, hi, c, n, start, end, k, acc);
+    double sums[9] = {0.0};
+    for (int r = 0; r < k; r++)
+        for (int i = 0; i < 3; i++)
+            sums[3 * owner[r] + i] += acc[3 * r + i];
+    for (int share = 0; share < 3; share++)
+        for (int i = 0; i < 3; i++)
+            o[3 * share + i] = (in_range[share] && total != 0) ? sums[3 * share + i] / total : NAN;
 }
 
 /* Whether a row's activation shares need its clipped edges (activation_shares reads none when

@@ -40,6 +40,7 @@ from gradcheck.tags import (
     training_loss_rank,
 )
 from gradcheck.verdicts import hints
+from gradcheck.verdicts.activations import activation_results, run_activations
 from gradcheck.verdicts.clipping import (
     GlobalNorm,
     chart_series,
@@ -66,7 +67,10 @@ from gradcheck.verdicts.rules import (
     rank_nan,
     rms_early_and_late,
 )
+from gradcheck.verdicts.rules.dead import find_dead
+from gradcheck.verdicts.rules.saturated import find_saturated
 from gradcheck.verdicts.rules.slow import run_updates, sgd_ratio
+from gradcheck.verdicts.spikes import loss_chart, loss_spikes
 from gradcheck.verdicts.signals import (
     Movement,
     Parameter,
@@ -83,6 +87,8 @@ __all__ = ["DEFAULT_CONFIG", "analyze_run"]
 Rule = Callable[[Parameter, RunContext], "Finding | Excuse | None"]
 BLOW_UP_RULES: tuple[Rule, ...] = (find_nan, find_exploding)
 QUIET_RULES: tuple[Rule, ...] = (find_vanishing, find_static, find_slow)
+ACTIVATION_RULES = (find_dead, find_saturated)
+"""The rules of a layer's outputs (activation histograms: :mod:`.activations`)."""
 
 
 def analyze_run(
@@ -125,6 +131,9 @@ def analyze_run(
     layers = [
         _layer_result(p, findings[p.name], notes[p.name], context, charts) for p in parameters
     ]
+    names = frozenset(p.name for p in parameters)
+    activations = run_activations(data, rules, depth=len(parameters), taken=names)
+    layers += activation_results(activations, context, ACTIVATION_RULES, charts)
     layers.sort(key=lambda layer: (-layer.severity, layer.depth))
     counts: dict[str, int] = {v: sum(layer.verdict == v for layer in layers) for v in VERDICTS}
     slow = {layer.name for layer in layers if "slow" in layer.flags}
@@ -139,12 +148,15 @@ def analyze_run(
         clipping=clip_info(data, parameters, norms, config, healthy_before),
         counts=counts,
         gradients=gradients,
-        holds="" if parameters else holdings(data, roles),
-        notes=coverage_notes(parameters, gradients) + ((whole_model,) if whole_model else ()),
+        holds="" if parameters or activations else holdings(data, roles),
+        notes=coverage_notes(parameters, gradients, bool(activations))
+        + ((whole_model,) if whole_model else ()),
         updates=updates,
         wall_times=_wall_times(data),
         hparams=dict(data.hparams),
         damage=_damage(data),
+        spikes=loss_spikes(training_loss(data), parameters, config),
+        loss=loss_chart(training_loss(data)) if charts else None,
     )
 
 
@@ -276,10 +288,18 @@ GLOBAL_ONLY_NOTE = (
 )
 
 
-def coverage_notes(parameters: list[Parameter], gradients: GradientCoverage) -> tuple[str, ...]:
+ONLY_ACTIVATIONS_NOTE = (
+    "only activations logged: dead and saturated layers were judged from their outputs; "
+    "gradients and weights cannot be (log them with gradcheck.torch or gradcheck.keras)"
+)
+
+
+def coverage_notes(
+    parameters: list[Parameter], gradients: GradientCoverage, activations: bool = False
+) -> tuple[str, ...]:
     """What this run's log cannot answer, one line each."""
     if not parameters:
-        return ()
+        return (ONLY_ACTIVATIONS_NOTE,) if activations else ()
     if gradients == "none":
         return (NO_GRADIENTS_NOTE,)
     if gradients == "global":

@@ -48,6 +48,8 @@ PHRASES = {
     "nan": "went NaN",
     "exploding": "exploded",
     "vanishing": "had vanishing gradients",
+    "dead": "had dead layers",
+    "saturated": "had saturated layers",
     "static": "had static weights",
     "slow": "learned slowly",
     "overflow": "overflowed",
