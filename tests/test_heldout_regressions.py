@@ -4,10 +4,12 @@ built in memory like ``tests/test_detect.py`` (the held-out run each one comes f
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from gradcheck.pipeline import analyze as run_analyze
 from gradcheck.verdicts import hints
 from tests.test_detect import (
     Values,
@@ -207,3 +209,67 @@ def test_a_frozen_batchnorm_without_gradients_says_frozen_and_its_statistics_do_
     assert gamma.verdict == moving.verdict == "static"
     assert gamma.hint == hints.STATIC_BN_AFFINE + hints.STATIC_NO_GRADIENT_HERE
     assert moving.hint == hints.STATIC_BN_MOVING and "gradient" not in moving.evidence
+
+
+def test_zero_gradients_logged_do_not_excuse_a_run_that_trained() -> None:
+    """Whatever the gradient coverage: gradients logged, but zero (a loss cut off from the
+    model), weights bit-identical, the training loss logged at every step."""
+    series = {"fc.weight": frozen(), "fc.weight/grad": constant(0.0, size=256)}
+    trained = analyze(series, scalars={"train/loss": lambda step: 0.7})
+    (layer,) = trained.layers
+    assert layer.flags == ("vanishing", "static"), layer.notes  # its gradient is zero too
+    assert "not an evaluation log: the training loss (train/loss) is logged at 40 steps" in (
+        layer.evidence
+    )
+    assert "its gradient is zero" in layer.evidence
+    (excused,) = analyze(series).layers
+    assert excused.flags == ("vanishing",)
+    assert any("an evaluation log?" in note for note in excused.notes)
+
+
+def test_a_loss_that_rose_has_not_stalled() -> None:
+    """Issue 30's MLP: 'while the loss stalled (loss at 6.05e+14x its early value)'. A layer
+    2.5 orders below the largest (the stalled margin applies while the loss does not fall)
+    says the loss rose when it did."""
+    series = healthy_mlp()
+    series["fc0.weight/grad"] = gaussian(0.05 * 3e-3, seed=42)
+    rising = analyze(series, scalars={"loss": lambda s: 1.0 + 0.05 * s})
+    result = layer(rising, "fc0.weight")
+    assert result.verdict == "vanishing"
+    assert "while the loss rose (loss at 2.67x its early value)" in result.evidence
+    flat = analyze(series, scalars={"loss": lambda s: 1.0 + 0.001 * math.sin(s)})
+    assert "while the loss stalled (loss at" in layer(flat, "fc0.weight").evidence
+
+
+def test_a_branch_that_exploded_is_not_also_vanishing() -> None:
+    """runs15 loss_falls_while_branch_explodes: the branch's gradient starts 2.5e-6 of the main
+    layer's and rises 1e6x; it was 'exploding; also vanishing'. The small early level is the
+    start of the blow-up, not a vanishing gradient; the note says why it was not flagged."""
+    path = Path(__file__).parent / "data" / "runs15" / "loss_falls_while_branch_explodes"
+    (run,) = run_analyze([str(path)], jobs=1).runs
+    branch = layer(run, "branch.weight")
+    assert branch.flags == ("exploding",)
+    assert branch.onsets == {"exploding": 5}
+    assert any(
+        note.startswith("not vanishing: gradient RMS 2.00e-06 is 2.55e-06 of the largest")
+        and "the run blew up from step 5" in note
+        for note in branch.notes
+    ), branch.notes
+
+
+def test_nothing_vanishes_by_depth_in_a_run_that_blew_up() -> None:
+    """A layer far below the others while the run's gradients explode: not vanishing because
+    another's gradient is orders of magnitude larger (the blow-up's rows say what happened)."""
+
+    def exploding(base: float) -> Values:
+        return gaussian(lambda s: base * (10 ** (s - 24) if s >= 25 else 1.0), seed=int(base * 1e4))
+
+    series = {f"fc{i}.weight": walking(seed=10 + i) for i in range(3)}
+    series["fc0.weight/grad"] = gaussian(1e-5, seed=20)  # 2.5e-4 of the largest, throughout
+    series["fc1.weight/grad"] = exploding(0.03)
+    series["fc2.weight/grad"] = exploding(0.04)
+    report = analyze(series, scalars={"loss": lambda s: 2.0})
+    assert layer(report, "fc1.weight").verdict == "exploding"
+    fc0 = layer(report, "fc0.weight")
+    assert fc0.verdict == "ok", fc0.evidence
+    assert any("but the run blew up from step" in note for note in fc0.notes), fc0.notes

@@ -29,6 +29,10 @@ SHORT: dict[str, Advice] = {
         "gradients grew by orders of magnitude, then overflowed to NaN/Inf",
         "lower the learning rate, clip the global gradient norm, warm up",
     ),
+    hints.NAN_AFTER_LOSS_RISE: Advice(
+        "the training loss rose by orders of magnitude, then NaN/Inf",
+        "lower the learning rate, clip the global gradient norm, warm up",
+    ),
     hints.NAN_PLAIN: Advice(
         "NaN/Inf without a rise first: log(0), x/0, NaN inputs, fp16 overflow",
         "find the first bad op: set_detect_anomaly, enable_check_numerics",
@@ -88,6 +92,10 @@ SHORT: dict[str, Advice] = {
     hints.STATIC_FROZEN: Advice(
         "no gradient computed: frozen, or not connected to the loss",
         "if not on purpose: requires_grad/trainable, or connect to the loss",
+    ),
+    hints.STATIC_NEVER_TRAINED: Advice(
+        "nothing moved while the run trained: no optimizer step taken",
+        "call optimizer.step()/apply_gradients; check the lr and its params",
     ),
     hints.STATIC_PLAIN: Advice(
         "never updated: frozen, not in the optimizer, or no gradient",

@@ -10,6 +10,7 @@ after clipping.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from collections.abc import Mapping
@@ -241,10 +242,7 @@ def _common_ceiling(pins: list[Pin | None], config: Config) -> tuple[float, floa
     if not found or needed == 0:
         return None
     tolerance = config.clip_pinned_tolerance_estimated
-    groups = [
-        [other for other in found if abs(other[0] - pin[0]) <= tolerance * pin[0]] for pin in found
-    ]
-    group = max(groups, key=len)
+    group = _largest_group(found, tolerance)
     if len(group) < needed:
         return None
     steps = np.unique(np.concatenate([pin[1] for pin in group]))
@@ -252,6 +250,23 @@ def _common_ceiling(pins: list[Pin | None], config: Config) -> tuple[float, floa
     for _, pin_steps, at in group:
         acted[np.searchsorted(steps, pin_steps[at])] = True
     return median(np.array([pin[0] for pin in group])), float(acted.mean())
+
+
+def _largest_group(pins: list[Pin], tolerance: float) -> list[Pin]:
+    """The pins whose ceiling is within ``tolerance`` of one pin's, for the first pin (in
+    ``pins``' order) that gathers the most. Each pin's count is two binary searches over the
+    sorted ceilings (a scan of every other pin per pin made per-tensor clipping of 20,000
+    parameters quadratic): ``other - ceiling`` rises with ``other`` (rounding is monotone), so
+    the ceilings with ``abs(other - ceiling) <= tolerance * ceiling`` are one stretch of them."""
+    ordered = sorted(pin[0] for pin in pins)
+    best, most = pins[0], 0
+    for pin in pins:
+        ceiling, width = pin[0], tolerance * pin[0]
+        low = bisect.bisect_left(ordered, -width, key=lambda other: other - ceiling)
+        high = bisect.bisect_right(ordered, width, key=lambda other: other - ceiling)
+        if high - low > most:
+            best, most = pin, high - low
+    return [other for other in pins if abs(other[0] - best[0]) <= tolerance * best[0]]
 
 
 def steps_for_percentile(level: float) -> int:

@@ -68,8 +68,10 @@ from gradcheck.verdicts.rules import (
     rms_early_and_late,
 )
 from gradcheck.verdicts.rules.dead import find_dead
+from gradcheck.verdicts.rules.diverging import loss_blow_up
 from gradcheck.verdicts.rules.saturated import find_saturated
 from gradcheck.verdicts.rules.slow import run_updates, sgd_ratio
+from gradcheck.verdicts.rules.static import reference_movements
 from gradcheck.verdicts.spikes import loss_chart, loss_spikes
 from gradcheck.verdicts.signals import (
     Movement,
@@ -102,7 +104,8 @@ def analyze_run(
     still being written (see ``RunContext.open_end``); ``charts``: each parameter with its
     series at every step (``LayerResult.series``, ``update_series``: the HTML report's)."""
     data, parameters, norms, gradients, roles = run_parameters(data, rules)
-    context = run_context(data, parameters, config, norms)
+    loss = training_loss(data)
+    context = run_context(data, parameters, config, norms, loss=loss)
     if open_end:
         context = dataclasses.replace(context, open_end=True)
     outcomes = {p.name: _outcomes(p, context, BLOW_UP_RULES) for p in parameters}
@@ -112,24 +115,35 @@ def analyze_run(
     # Vanishing and static are judged on the healthy steps only: after a blow-up, saturated
     # units give zero gradients and NaN weights stop moving, which says nothing new.
     healthy_before = _first_trouble(findings)
+    loss_rise = None if healthy_before is None else loss_blow_up(loss, healthy_before, config)
+    if loss_rise is not None:  # the loss shows the blow-up's start first: healthy before it
+        healthy_before = loss_rise.onset_step
     healthy = [before(p, healthy_before) for p in parameters]
     healthy_context = (  # without trouble every step is healthy: the same context again
         context
         if healthy_before is None
         else dataclasses.replace(
-            run_context(data, healthy, config, norms, healthy_before), open_end=open_end
+            run_context(data, healthy, config, norms, healthy_before, loss),
+            open_end=open_end,
+            blow_up_step=healthy_before,
         )
     )
     for parameter in healthy:
         if parameter.name == GLOBAL_NORM_ROW:
             continue  # a global norm has no weights and no depth: nan and exploding only
         found, excused = _outcomes(parameter, healthy_context, QUIET_RULES)
+        found = _without_vanishing(findings[parameter.name], found, excused)
         found = _without_slow(findings[parameter.name] + found, excused)
         findings[parameter.name] = found
         notes[parameter.name] += excused
-    context = dataclasses.replace(context, movements=healthy_context.movements)
+    context = dataclasses.replace(
+        context,
+        movements=healthy_context.movements,
+        reference_movements=healthy_context.reference_movements,
+    )
+    rise = _first_rise(findings), loss_rise.onset_step if loss_rise is not None else None
     layers = [
-        _layer_result(p, findings[p.name], notes[p.name], context, charts) for p in parameters
+        _layer_result(p, findings[p.name], notes[p.name], context, charts, rise) for p in parameters
     ]
     names = frozenset(p.name for p in parameters)
     activations = run_activations(data, rules, depth=len(parameters), taken=names)
@@ -155,8 +169,8 @@ def analyze_run(
         wall_times=_wall_times(data),
         hparams=dict(data.hparams),
         damage=_damage(data),
-        spikes=loss_spikes(training_loss(data), parameters, config),
-        loss=loss_chart(training_loss(data)) if charts else None,
+        spikes=loss_spikes(loss, parameters, config),
+        loss=loss_chart(loss) if charts else None,
     )
 
 
@@ -204,6 +218,24 @@ def _outcomes(
         elif isinstance(outcome, Excuse):
             excused.append(f"not {outcome.verdict}: {outcome.reason}")
     return found, excused
+
+
+def _without_vanishing(
+    blow_ups: list[Finding], found: list[Finding], excused: list[str]
+) -> list[Finding]:
+    """``found`` without its vanishing finding when the parameter's own gradient blew up
+    (``blow_ups``: its nan and exploding findings): the level before the blow-up is no
+    evidence of a gradient that vanished; the reason goes to ``excused``."""
+    blown = next((f for f in blow_ups if f.verdict in ("nan", "exploding")), None)
+    if blown is None or not any(f.verdict == "vanishing" for f in found):
+        return found
+    since = f" from step {blown.first_bad_step}" if blown.first_bad_step is not None else ""
+    how = "turned NaN/Inf" if blown.verdict == "nan" else "exploded"
+    excused.append(
+        f"not vanishing: its own gradient {how}{since}: a small gradient before a blow-up "
+        "is not a vanishing one"
+    )
+    return [f for f in found if f.verdict != "vanishing"]
 
 
 def rule_failed_note(rule: Rule, error: Exception) -> str:
@@ -326,6 +358,17 @@ def _rank_nan_findings(parameters: list[Parameter], findings: dict[str, list[Fin
         ]
 
 
+def _first_rise(findings: Mapping[str, list[Finding]]) -> int | None:
+    """The earliest exploding onset of the run (None without one)."""
+    steps = [
+        f.first_bad_step
+        for found in findings.values()
+        for f in found
+        if f.verdict == "exploding" and f.first_bad_step is not None
+    ]
+    return min(steps) if steps else None
+
+
 def _first_trouble(findings: Mapping[str, list[Finding]]) -> int | None:
     """The earliest exploding onset or NaN step of the run: healthy steps end there."""
     steps = [
@@ -348,6 +391,7 @@ def run_context(
     config: Config,
     norms: list[GlobalNorm],
     before_step: int | None = None,
+    loss: ScalarSeries | None = None,
 ) -> RunContext:
     """Everything the rules compare a parameter with; with ``before_step``, the training loss
     is restricted to the steps before it, like the parameters (the healthy steps): a loss
@@ -369,7 +413,7 @@ def run_context(
             if finite.size >= 6 and early > 0:
                 decays.append(late / early)
     finite_early = [level for level in early_levels if math.isfinite(level)]
-    loss = _loss_before(training_loss(data), before_step)
+    loss = _loss_before(loss or training_loss(data), before_step)
     scale = loss_scale(data)
     rate = learning_rate(data)
     movements = _movements(parameters)
@@ -389,6 +433,7 @@ def run_context(
         loss_nan_step=_first_nonfinite_step(loss),
         last_step=data.steps[1] if data.steps else None,
         movements=movements,
+        reference_movements=reference_movements(movements),
         levels=levels,
         layer_levels=_layer_levels(finite_levels),
         clip_ceiling=ceilings[0] if ceilings else None,
@@ -537,6 +582,7 @@ def _layer_result(
     notes: list[str],
     context: RunContext,
     charts: bool = True,
+    rise: tuple[int | None, int | None] = (None, None),
 ) -> LayerResult:
     order = {verdict: i for i, verdict in enumerate(VERDICTS)}
     findings = sorted(findings, key=lambda f: order[f.verdict])
@@ -555,7 +601,7 @@ def _layer_result(
         severity=max((f.severity for f in findings), default=0.0),
         first_bad_step=_first_bad_step(findings),
         evidence="; also ".join(f"{f.verdict}: {f.evidence}" for f in findings),
-        hint=_hint(findings),
+        hint=_hint(findings, rise),
         depth=tags.depth,
         stats={key: _json_safe(value) for key, value in numbers.items()},
         trend=trend,
@@ -585,13 +631,26 @@ def _first_bad_step(findings: list[Finding]) -> int | None:
     return findings[0].first_bad_step if findings else None
 
 
-def _hint(findings: list[Finding]) -> str:
+def _hint(findings: list[Finding], rise: tuple[int | None, int | None] = (None, None)) -> str:
+    """The hint of the flag that came first (the earliest first bad step; the most severe of
+    equals): a NaN after a blow-up gets the blow-up's hint, not the one for log(0): after the
+    onset of this parameter's exploding gradient or of the run's earliest (``rise[0]``), or
+    after the training loss's rise into the blow-up (``rise[1]``)."""
     if not findings:
         return ""
-    verdicts = {f.verdict for f in findings}
-    if "nan" in verdicts and "exploding" in verdicts:
-        return hints.NAN_AFTER_RISE
-    return findings[0].hint
+    nan = next((f for f in findings if f.verdict == "nan"), None)
+    if nan is not None:
+        own = [f.first_bad_step for f in findings if f.verdict == "exploding"]
+        if any(_before(step, nan) for step in (*own, rise[0])):
+            return hints.NAN_AFTER_RISE
+        if _before(rise[1], nan):
+            return hints.NAN_AFTER_LOSS_RISE
+    first = min(findings, key=lambda f: (f.first_bad_step is None, f.first_bad_step or 0))
+    return first.hint
+
+
+def _before(step: int | None, finding: Finding) -> bool:
+    return step is not None and finding.first_bad_step is not None and step < finding.first_bad_step
 
 
 def _numbers(parameter: Parameter, context: RunContext) -> dict[str, float | int | None]:

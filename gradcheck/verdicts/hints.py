@@ -69,6 +69,12 @@ NAN_AFTER_RISE = (
     "warm-up, and "
     "check that inputs and targets are normalised."
 )
+NAN_AFTER_LOSS_RISE = (
+    "The training loss blew up before the NaN (by orders of magnitude): lower the learning rate, "
+    "clip the global gradient norm (torch.nn.utils.clip_grad_norm_, tf.clip_by_global_norm, "
+    "Keras global_clipnorm), add warm-up, and check that inputs and targets are normalised; "
+    "log gradients more often to see where they rose."
+)
 NAN_PLAIN = (
     "Look for log(0), division by zero or sqrt of a negative in the loss or a custom layer, "
     "inputs that already hold NaN, and fp16 overflow (use loss scaling or bf16); find the first "
@@ -170,6 +176,12 @@ STATIC_BN_MOVING = (
 STATIC_PLAIN = (
     "Weights never updated: a frozen layer (trainable=False, requires_grad=False), a parameter "
     "missing from the optimizer, or no gradient reaching it. Frozen on purpose?"
+)
+STATIC_NEVER_TRAINED = (
+    "No weight of the run moved while it trained: the optimizer step is never taken "
+    "(optimizer.step(), apply_gradients or minimize missing from the loop), the learning rate "
+    "is 0, or the optimizer was given other variables than the model's (a copy of the model, "
+    "a parameter list built before the layers)."
 )
 STATIC_FLOAT32 = (
     "Updates too small to move the weights: the learning rate ({rate}) times the gradient is "

@@ -73,6 +73,9 @@ class RunContext:
     levels: Mapping[str, float]  # median gradient RMS per parameter (NaN without a gradient)
     layer_levels: Mapping[str, float]  # the largest level among each layer's parameters
     clip_ceiling: float | None  # the global norm is pinned here: clipping holds it
+    reference_movements: tuple[tuple[str, float], ...] = ()
+    """The two largest movements of the run's learned weights with their names, largest first
+    (:func:`.static.reference_movements`): what a weight that did not move is compared with."""
     moving_stats_moved: Mapping[str, bool] = field(default_factory=dict)
     """BatchNorm layer -> whether its moving statistics moved (layers that logged them)."""
     gradients_logged: int = 0
@@ -96,6 +99,9 @@ class RunContext:
     steps_are_epochs: bool = False
     """The weights are logged at the steps of an ``epoch_*`` scalar (Keras' TensorBoard
     callback): a step is an epoch of many updates, not one update."""
+    blow_up_step: int | None = None
+    """The run's earliest exploding onset or NaN step, when the rules judge the healthy steps
+    before it (vanishing and static; None for the blow-up rules, and for a run without one)."""
     open_end: bool = False
     """The log is still being written (``gradcheck watch``): where a series ends now is not
     where the training stopped, so the rules that read a log's end as the training's end

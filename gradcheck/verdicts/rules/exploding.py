@@ -5,8 +5,9 @@ holds the global norm."""
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,15 +74,23 @@ def find_rise(
     blow-up killed the units), counts as sustained. Zero is not non-finite: it only leaves
     the log-scale arithmetic (baseline, ratios) because it has no logarithm.
     """
+    return next(rises(values, steps, bad_steps, config), None)
+
+
+def rises(
+    values: np.ndarray, steps: np.ndarray, bad_steps: np.ndarray, config: Config
+) -> Iterator[Rise]:
+    """Every sustained rise (or spike) above ``explode_factor`` x the early baseline, in step
+    order (see :func:`find_rise`)."""
     positive = np.where(values > 0, values, np.nan)
     finite = np.isfinite(positive).nonzero()[0]  # np.flatnonzero of a 1-d array, no dispatch
     if finite.size < 3:
-        return None
+        return
     baseline = median(positive[finite[: baseline_size(finite.size, config)]])
     ratio = positive / baseline
     above = nan_to_num(ratio, nan=0.0) >= config.explode_factor
     if not above.any():  # the usual case: no episode at all
-        return None
+        return
     for start, end in _episodes(above):
         departure = _departure(ratio, start)
         if departure == 0 and not ratio[0] <= NEAR_BASELINE:
@@ -92,7 +101,7 @@ def find_rise(
         sustained |= end - 1 == int(finite[-1]) and end - start >= 2
         spike = float(np.nanmax(ratio[start:end])) >= config.explode_spike_factor
         if sustained or spike:
-            return Rise(
+            yield Rise(
                 baseline=baseline,
                 peak_ratio=float(np.nanmax(ratio[start:])),
                 onset_step=int(steps[_climb_start(positive, departure)]),
@@ -103,7 +112,6 @@ def find_rise(
                 into_nonfinite=into_nonfinite,
                 into_zero=into_zero,
             )
-    return None
 
 
 def _episodes(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -236,17 +244,37 @@ def _others_level(parameter: Parameter, context: RunContext, rise: Rise) -> tupl
     own = parameter.gradient
     assert own is not None
     early = context.largest_early_level
-    levels = []
-    for name, other in context.gradients.items():
-        if name == parameter.name or other.per_element != own.per_element:
-            continue
-        during = (other.steps >= rise.first_above_step) & (other.steps <= rise.last_above_step)
-        values = other.rms[during]
-        if np.isfinite(values).any():
-            levels.append(nanmedian(values))
-    if levels and max(levels) < early:
-        return max(levels), "the largest other gradient during the rise"
+    window = (rise.first_above_step, rise.last_above_step, own.per_element)
+    others = [
+        level for level, name in _largest_levels_during(context, window) if name != parameter.name
+    ]
+    if others and others[0] < early:
+        return others[0], "the largest other gradient during the rise"
     return early, "the run's largest early gradient"
+
+
+def _largest_levels_during(
+    context: RunContext, window: tuple[int, int, bool]
+) -> tuple[tuple[float, str], ...]:
+    """The two largest gradient levels (median RMS over the steps ``window`` spans) among the
+    gradients of its kind (per element or not), with their names: found once per window and
+    run (the rises of one blow-up share theirs), not once per rising parameter, which made a
+    blow-up of every parameter quadratic in their number. Kept on the frozen context, as
+    ``functools.cached_property`` keeps a value."""
+    memo: dict[tuple[int, int, bool], tuple[tuple[float, str], ...]]
+    memo = context.__dict__.setdefault("_largest_levels_during", {})
+    found = memo.get(window)
+    if found is None:
+        first, last, per_element = window
+        levels = []
+        for name, other in context.gradients.items():
+            if other.per_element != per_element:
+                continue
+            values = other.rms[(other.steps >= first) & (other.steps <= last)]
+            if np.isfinite(values).any():
+                levels.append((nanmedian(values), name))
+        found = memo[window] = tuple(heapq.nlargest(2, levels, key=lambda item: item[0]))
+    return found
 
 
 def align_layer_onsets(findings: Mapping[str, list[Finding]]) -> dict[str, list[Finding]]:

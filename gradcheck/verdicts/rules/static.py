@@ -3,8 +3,12 @@ weights do; BatchNorm parameters get a note on their moving statistics."""
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Mapping
+
 import numpy as np
 
+from gradcheck.tags import training_loss_rank
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.numeric import nanmedian
 from gradcheck.verdicts.rules.base import (
@@ -17,7 +21,7 @@ from gradcheck.verdicts.rules.base import (
     severity,
 )
 from gradcheck.verdicts.rules.vanishing import healthy_sibling
-from gradcheck.verdicts.signals import ZERO_INITIALISED, Parameter
+from gradcheck.verdicts.signals import ZERO_INITIALISED, Movement, Parameter
 
 
 def find_static(parameter: Parameter, context: RunContext) -> Finding | Excuse | None:
@@ -40,7 +44,9 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | Excuse |
             + _why_unmoved(parameter, context),
         )
     others_moved = _others_moved(parameter, context)
-    if others_moved < context.config.others_moving and not driven:
+    alone = others_moved < context.config.others_moving
+    trained = training_signal(parameter, context) if alone and not driven else ""
+    if alone and not driven and not trained:
         return Excuse(
             "static",
             "its weights did not move, but neither did any other learned weight of the run "
@@ -55,10 +61,11 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | Excuse |
         reference = f", while other weights moved up to {fmt(others_moved)}"
     else:
         reference = ", as every other weight of the run (is the optimizer step ever taken?)"
+        reference += f"; not an evaluation log: {trained}" if trained else ""
     kind = hints.parameter_kind(parameter.name)
     evidence = f"{what} (threshold {fmt(threshold)}){reference}{_gradient_note(parameter, context)}"
     rounded = tiny_updates(parameter, context) and kind != "bn_moving"
-    if not rounded:
+    if not rounded and not (trained and kind == "other"):  # nothing moved: not one frozen layer
         evidence += _bn_note(parameter, kind, context)
     excess = threshold / max(moved, 1e-12)
     return Finding(
@@ -68,9 +75,50 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | Excuse |
         evidence,
         hints.STATIC_FLOAT32.format(rate=fmt(_learning_rate(context) or 0.0))
         if rounded
+        else _never_trained_hint(parameter)
+        if trained
         else hints.static_hint(kind, _gradient_logging(parameter, context)),
         {"weight_movement": moved},
     )
+
+
+MIN_TRAINING_STEPS = 3
+"""A training loss (or a learning rate) logged at this many steps from the first to the last
+logged weights says that training steps were taken between them: one value may be an initial
+evaluation, two the ends of an evaluation pass, three or more are a series over time."""
+
+
+def training_signal(parameter: Parameter, context: RunContext) -> str:
+    """What says the run trained while this parameter's weights were logged (empty when
+    nothing does): a training loss, else an optimizer's learning rate, logged at
+    :data:`MIN_TRAINING_STEPS` steps or more from its first to its last logged weights. An
+    evaluation log has neither; a held-out loss (``val_loss``, ``eval/loss``) is not one."""
+    weight = parameter.weight
+    assert weight is not None
+    first, last = int(weight.steps[0]), int(weight.steps[-1])
+    loss_tag = (
+        context.loss_tag if context.loss_tag and not training_loss_rank(context.loss_tag) else None
+    )
+    for what, tag, steps in (
+        ("the training loss", loss_tag, context.loss_steps),
+        ("the learning rate", context.lr_tag, context.lr_steps),
+    ):
+        if tag is None:
+            continue
+        inside = int(np.searchsorted(steps, last, "right") - np.searchsorted(steps, first, "left"))
+        if inside >= MIN_TRAINING_STEPS:
+            found = f"{what} ({tag}) is logged at {inside} steps from step {first} to {last}"
+            if tag == loss_tag and context.loss_ratio is not None:
+                found += f" (its late level {fmt(context.loss_ratio)}x its early one)"
+            return found
+    return ""
+
+
+def _never_trained_hint(parameter: Parameter) -> str:
+    """Nothing moved while the run trained: without a gradient logged, the optimizer step is
+    the suspect; with one logged (not clearly non-zero, or the run would be judged as driven),
+    the gradient that does not reach the weights is."""
+    return hints.STATIC_NEVER_TRAINED if parameter.gradient is None else hints.VANISHING_ZERO
 
 
 def _why_unmoved(parameter: Parameter, context: RunContext) -> str:
@@ -101,19 +149,25 @@ def _moving_sibling(parameter: Parameter, context: RunContext) -> str | None:
 
 
 def _others_moved(parameter: Parameter, context: RunContext) -> float:
-    """How far the run's other learned weights moved: BatchNorm moving statistics (they follow
-    the activations, not the optimizer) and zero-initialised tensors (their movement has no
-    scale of their own) are no reference."""
-    return max(
-        (
-            m.largest
-            for name, m in context.movements.items()
-            if name != parameter.name
-            and hints.parameter_kind(name) != "bn_moving"
-            and m.scale_source != ZERO_INITIALISED
-        ),
-        default=0.0,
-    )
+    """How far the run's other learned weights moved (see :func:`reference_movements`)."""
+    for name, moved in context.reference_movements:
+        if name != parameter.name:
+            return moved
+    return 0.0
+
+
+def reference_movements(movements: Mapping[str, Movement]) -> tuple[tuple[str, float], ...]:
+    """The two largest movements of the run's learned weights, largest first, with their names:
+    the largest other than any one parameter's is among them (found once a run, not once a
+    parameter: a scan per parameter made 20,000 parameters quadratic). BatchNorm moving
+    statistics (they follow the activations, not the optimizer) and zero-initialised tensors
+    (their movement has no scale of their own) are no reference."""
+    found = [
+        (name, m.largest)
+        for name, m in movements.items()
+        if hints.parameter_kind(name) != "bn_moving" and m.scale_source != ZERO_INITIALISED
+    ]
+    return tuple(heapq.nlargest(2, found, key=lambda item: item[1]))
 
 
 FLOAT32_RESOLUTION = float(np.finfo(np.float32).eps)

@@ -144,7 +144,7 @@ def _still_learning(parameter: Parameter, context: RunContext) -> str:
     return " and ".join(signs)
 
 
-def _vanishing_depth(parameter: Parameter, context: RunContext) -> Finding | None:
+def _vanishing_depth(parameter: Parameter, context: RunContext) -> Finding | Excuse | None:
     level = gradient_level(parameter)
     largest = context.largest_level
     if context.largest_name == parameter.name or not largest > 0:
@@ -159,12 +159,15 @@ def _vanishing_depth(parameter: Parameter, context: RunContext) -> Finding | Non
     threshold, stalled = depth_threshold(context, stalled_applies=rms and not embedding)
     if not ratio < threshold:
         return None
-    why = (
-        f" while the loss stalled ({context.loss_tag} at {fmt(context.loss_ratio or 1.0)}x its "
-        "early value)"
-        if stalled
-        else ""
-    )
+    if context.blow_up_step is not None:
+        return Excuse(
+            "vanishing",
+            f"{_measure(parameter)} {fmt(level)} is {fmt(level / largest)} of the largest in the "
+            f"run ({context.largest_name}: {fmt(largest)}), below {fmt(threshold)}, but the run "
+            f"blew up from step {context.blow_up_step}: another gradient orders of magnitude "
+            "larger says nothing about this one then",
+        )
+    why = f" while the loss {_loss_course(context)}" if stalled else ""
     evidence = (
         f"{_measure(parameter)} {fmt(level)} (median over steps"
         f"{_layer_note(parameter, level, context)})"
@@ -178,6 +181,14 @@ def _vanishing_depth(parameter: Parameter, context: RunContext) -> Finding | Non
         evidence,
         hints.vanishing_hint("depth", _where(parameter, context), parameter.name),
     )
+
+
+def _loss_course(context: RunContext) -> str:
+    """``stalled (loss at 0.999x its early value)``, or ``rose (...)`` when it went up by more
+    than the stalled margin allows a flat loss (a loss at 6e14x its start has not stalled)."""
+    ratio = context.loss_ratio or 1.0
+    went = "rose" if ratio > 1 / context.config.loss_stalled_ratio else "stalled"
+    return f"{went} ({context.loss_tag} at {fmt(ratio)}x its early value)"
 
 
 def depth_threshold(context: RunContext, stalled_applies: bool = True) -> tuple[float, bool]:
