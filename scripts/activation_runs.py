@@ -191,9 +191,10 @@ def keras_callback(root: Path, epochs: int = 4) -> Path:
         ]
     )
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy")
+    features = keras.Model(model.inputs, [layer.output for layer in model.layers])
     path = root / "keras_callback"
     writer = tf.summary.create_file_writer(str(path))
-    probe = inputs[:128]
+    probe = tf.constant(inputs[:128])
 
     class ActivationLogger(keras.callbacks.Callback):
         """Every 4th batch, each Dense layer's outputs on a fixed batch, as histograms."""
@@ -205,9 +206,8 @@ def keras_callback(root: Path, epochs: int = 4) -> Path:
 
         def on_train_batch_end(self, batch, logs=None):  # noqa: ANN001, ANN201
             if self.step % 4 == 0:
-                outputs = keras.Model(model.inputs, [layer.output for layer in model.layers])
                 with writer.as_default():
-                    for layer, values in zip(model.layers, outputs(probe), strict=True):
+                    for layer, values in zip(model.layers, features(probe), strict=True):
                         tf.summary.histogram(f"{layer.name}/activations", values, step=self.step)
                         zeros = float(np.mean(np.abs(values.numpy()) <= 1e-12))
                         self.truth.setdefault(layer.name, []).append([self.step, zeros])

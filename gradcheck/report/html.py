@@ -34,6 +34,7 @@ from gradcheck.report.view import (
     judged_phrase,
     plural,
     report_summary,
+    spikes_line,
     verdict_counts,
 )
 
@@ -116,6 +117,10 @@ class HtmlFormatter(Formatter):
         if view.rows:
             parts.append(_layer_table(view))
             parts.append(_advice(view.rows))
+        if run.loss is not None:
+            spikes = spikes_line(run)
+            parts.append(f"<h3>Training loss{': ' + escape(spikes) if spikes else ''}</h3>")
+            parts.append(self._charts.div(html_charts.loss_figure(run, escape)))
         heatmap = html_charts.layer_heatmap(run, escape)
         if heatmap is not None:
             gradients = any(x.trend_of == html_charts.GRADIENT for x in run.layers)
