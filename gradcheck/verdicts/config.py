@@ -193,6 +193,14 @@ class Config:
     spike_recovery: float = 1.5
     """... when the loss comes back below 1.5 times that median within ``spike_window`` logged
     steps: a loss that does not come back diverges (exploding, NaN), it is no spike."""
+    spike_noise: float = 3.5
+    """... and only when it stands out of the loss's own noise: its log is at least 3.5 robust
+    standard deviations (1.4826 times the median absolute deviation of the window's logs) above
+    the window's median log. Iglewicz and Hoaglin's (1993) outlier cutoff for the modified
+    z-score. A tiny-batch loss, or one near zero late in training, jumps by 3x from batch to
+    batch (the corpus' ``Dipeshtamboli__tensorboard-logs/only_funcs`` is uniform noise: 3.2x
+    and 3.6x its running median three times in 100 steps); a spike of a smooth loss is tens of
+    its deviations (a loss at 0.26 +- 0.001 that jumps to 1.5 for one epoch)."""
     spike_window: int = 20
     """The median is over the previous 20 logged losses (a spike needs that many before it),
     and a spike must recover within the next 20."""
@@ -290,6 +298,7 @@ RANGES: dict[str, Range] = {
     "activation_steps": Range(0.0),
     "spike_factor": _FACTOR,
     "spike_recovery": _FACTOR,
+    "spike_noise": _POSITIVE,
     "spike_window": Range(0.0),
     "spike_lead_rise": _FACTOR,
 }

@@ -1,9 +1,10 @@
 """Transient spikes of the training loss, and the parameters whose gradients led each one.
 
 A spike (:class:`gradcheck.model.Spike`) is a logged loss at least ``spike_factor`` times the
-median of the previous ``spike_window`` logged losses that comes back below ``spike_recovery``
-times that median within ``spike_window`` logged steps: a loss that does not come back
-diverges, which the blow-up verdicts judge. Its leaders are the parameters whose gradient
+median of the previous ``spike_window`` logged losses, standing out of their noise
+(``spike_noise``), that comes back below ``spike_recovery`` times that median within
+``spike_window`` logged steps: a loss that does not come back diverges, which the blow-up
+verdicts judge. Its leaders are the parameters whose gradient
 norm, at the spike's step or the logged step before it, rose most over their own median of
 the previous ``spike_window`` logged gradient steps.
 """
@@ -64,8 +65,10 @@ def episodes(values: np.ndarray, config: Config) -> list[Episode]:
     found: list[Episode] = []
     at = window
     while at < values.size:
-        baseline = median(values[at - window : at])
-        if not (baseline > 0 and values[at] >= config.spike_factor * baseline):
+        before = values[at - window : at]
+        baseline = median(before)
+        high = baseline > 0 and values[at] >= config.spike_factor * baseline
+        if not (high and _above_noise(values[at], before, baseline, config.spike_noise)):
             at += 1
             continue
         after = values[at + 1 : at + 1 + window]
@@ -77,6 +80,20 @@ def episodes(values: np.ndarray, config: Config) -> list[Episode]:
         found.append(Episode(at, end, baseline, float(values[at:end].max())))
         at = end
     return found
+
+
+ROBUST_SIGMA = 1.4826
+"""A normal distribution's standard deviation over its median absolute deviation."""
+
+
+def _above_noise(value: float, before: np.ndarray, baseline: float, cutoff: float) -> bool:
+    """Whether ``value``'s log is at least ``cutoff`` robust standard deviations above the
+    median log of ``before`` (the modified z-score; values clipped at 1e-6 of the baseline
+    so that an exact zero has a log)."""
+    logs = np.log(np.maximum(before, baseline * 1e-6))
+    centre = float(np.median(logs))
+    spread = ROBUST_SIGMA * float(np.median(np.abs(logs - centre)))
+    return bool(np.log(value) - centre >= cutoff * spread)
 
 
 def _spike(
