@@ -1852,7 +1852,8 @@ static void region_shares(const double *lo, const double *hi, const double *c, P
         if (!(cj > 0))
             continue;
         for (int r = 0; r < k; r++) {
-            if (!(lo[j] <= end[r] && hi[j] >= start[r]))
+            int point = lo[j] == hi[j] && lo[j] >= start[r] && lo[j] <= end[r];
+            if (!((lo[j] < end[r] && hi[j] > start[r]) || point))
                 continue;
             double *a = acc + 3 * r;
             a[2] += cj;

@@ -233,13 +233,17 @@ def region_shares(
     lo: np.ndarray, hi: np.ndarray, counts: np.ndarray, start: float, end: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Counts (per row of ``[B, k]`` clipped bucket edges) of the values in ``[start, end]``:
-    the estimate, the buckets inside it (a lower bound) and those touching it (an upper bound).
+    the estimate, the buckets inside it (a lower bound) and those overlapping it (an upper
+    bound).
 
     A bucket that straddles an edge of the region counts whole less what its part outside the
     region is estimated to hold: that part's width times the density (count over width) of
     the neighbouring bucket on that side, or of the bucket itself when that neighbour has no
     finite, non-negative density (none, zero width, odd counts)."""
-    touches = (counts > 0) & (lo <= end) & (hi >= start)
+    # a bucket holds [lo, hi): it touches the region where they overlap, or lies in it whole
+    # when it has no width (a constant's bucket); one that only meets its edge does not
+    point = (lo == hi) & (lo >= start) & (lo <= end)
+    touches = (counts > 0) & (((lo < end) & (hi > start)) | point)
     inside = touches & (lo >= start) & (hi <= end)
     straddles = touches & ~inside
     width = hi - lo
