@@ -1,14 +1,14 @@
-"""Roles of tags (weight, gradient, other) and their pairing under one parameter name.
+"""Roles of tags (weight, gradient, activation, other) and their pairing under one parameter name.
 
 A histogram tag is a *gradient* when it carries a gradient marker (``Gradients_<name>``,
 ``gradients/``, ``grads/``, ``grad/``, ``<name>/grad``, ``<name>.grad``, ``<name>_grad``,
-``<name>/gradient(s)``), an *activation* (a layer's outputs, named after the layer: the tag
-without its role word) when it is written as ``activations/<layer>``, ``act/<layer>``,
+``<name>/gradient(s)``); an *activation* (a layer's outputs, named after the layer: the tag
+without its role word) when written as ``activations/<layer>``, ``act/<layer>``,
 ``<layer>/activation(s)``, ``<layer>/output(s)``, ``<layer>/out`` (TF1 name scopes give these:
 ``tf.summary.histogram('activations', h)`` under ``layer1`` is ``layer1/activations``,
 uniquified ``layer1/activations_1``) or ``<layer>_activation`` (TF Estimators'
-``dnn/hiddenlayer_0_activation``), *other* when its last path component names an activation, an input or
-an output (``layer1/outputs``, ``hiddenlayer_0_activation``, ``logits``), and a *weight*
+``dnn/hiddenlayer_0_activation``); *other* when its last path component names another
+non-parameter (``layer1/X``, ``pre_activations``, ``inputs``, ``logits``); and a *weight*
 otherwise (bare names, ``weights/``, ``params/``, ``<name>/value``, Keras ``<name>/histogram``,
 ``<name>_0/histogram``, ``<name>_0``, TF ``:0`` suffixes). Markers match case-insensitively;
 parameter names keep their case (PyTorch names are case-sensitive).

@@ -245,7 +245,9 @@ def healthy_run() -> RunReport:
     )
 
 
-def activation(name: str, verdict: Verdict, shares: tuple[float, ...], **fields: object) -> LayerResult:
+def activation(
+    name: str, verdict: Verdict, shares: tuple[float, ...], **fields: object
+) -> LayerResult:
     """A layer's outputs judged from an activation histogram ``activations/<name>``."""
     return LayerResult(
         name=name,

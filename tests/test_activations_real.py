@@ -50,7 +50,9 @@ def row(run: RunReport, name: str) -> LayerResult:
 
 def truth(path: Path) -> dict[str, np.ndarray]:
     """``{layer: [[step, exact zeros, |x| >= 0.96], ...]}`` as the writer saw them."""
-    return {name: np.array(rows) for name, rows in json.loads((path / "truth.json").read_text()).items()}
+    return {
+        name: np.array(rows) for name, rows in json.loads((path / "truth.json").read_text()).items()
+    }
 
 
 def exit_code(path: Path, *options: str) -> int:

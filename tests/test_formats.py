@@ -28,7 +28,14 @@ from gradcheck.report.numbers import format_number, format_ratio, format_steps
 from gradcheck.report.sparkline import BLOCKS, resample, sparkline
 from gradcheck.report.table import TableFormatter
 from gradcheck.report.view import notes_for, select_layers
-from tests.handmade import spiky_report, clean_report, healthy_run, layer, sample_report, troubled_run
+from tests.handmade import (
+    clean_report,
+    healthy_run,
+    layer,
+    sample_report,
+    spiky_report,
+    troubled_run,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

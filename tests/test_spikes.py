@@ -58,7 +58,10 @@ def test_without_gradients_a_spike_says_so() -> None:
     values[150] *= 8
     (spike,) = loss_spikes(ScalarSeries("loss", np.arange(200), values), [], DEFAULT_CONFIG)
     assert spike.step == 150 and spike.led_by == ()
-    assert spike.note == "no gradient logged at step 150 or the logged step before (149) (the run logs none per parameter)"
+    assert spike.note == (
+        "no gradient logged at step 150 or the logged step before (149) "
+        "(the run logs none per parameter)"
+    )
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="no ../shared/corpus")

@@ -47,7 +47,9 @@ def test_injected_gradient_spikes_are_listed_led_by_the_parameter_that_rose_most
         assert spike.gradient_step == injected
         assert spike.rise == pytest.approx(rises[leader], rel=1e-6)  # exact norms logged
         assert spike.loss_ratio >= 3
-    assert spikes_line(run) == "3 loss spikes (steps 101, 201, 301), led by lm_head.weight each time"
+    assert (
+        spikes_line(run) == "3 loss spikes (steps 101, 201, 301), led by lm_head.weight each time"
+    )
     assert {layer.verdict for layer in run.layers} == {"ok"}  # a spike that recovers is no blow-up
     outcome = CliRunner().invoke(cli, ["analyze", str(path), "--no-progress", "--format", "json"])
     assert outcome.exit_code == 0

@@ -233,7 +233,9 @@ def loss_figure(run: RunReport, label: Label) -> Figure | None:
     for row, spike in enumerate(run.spikes):
         leader = spike.led_by[0] if spike.led_by else "no gradient leader"
         text = label(f"spike {spike.loss_ratio:.3g}x, led by {leader}")
-        layout["shapes"].append({**_onset_line(spike.step), "line": {"color": SPIKE_COLOR, "dash": "dot"}})
+        layout["shapes"].append(
+            {**_onset_line(spike.step), "line": {"color": SPIKE_COLOR, "dash": "dot"}}
+        )
         layout["annotations"].append(_onset_label(spike.step, text, 1.0 - 0.07 * (row % 4)))
     return _styled(data, layout, height=300)
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 from gradcheck.model import (
     GLOBAL_NORM_ROW,
-    Spike,
     VERDICTS,
     ClipInfo,
     LayerResult,
     Report,
     RunReport,
+    Spike,
     Verdict,
 )
 from gradcheck.report.numbers import MISSING, format_number, format_ratio, format_steps
@@ -180,7 +180,9 @@ def spikes_line(run: RunReport) -> str | None:
     if not spikes:
         return None
     steps = _steps_text([spike.step for spike in spikes])
-    head = f"{plural(len(spikes), 'loss spike')} ({'step' if len(spikes) == 1 else 'steps'} {steps})"
+    head = (
+        f"{plural(len(spikes), 'loss spike')} ({'step' if len(spikes) == 1 else 'steps'} {steps})"
+    )
     leaders: dict[str, list[int]] = {}
     unled: list[Spike] = []
     for spike in spikes:

@@ -215,7 +215,11 @@ def _activation_shares(
     ``[0, 1]``)."""
     out = np.full((lo.shape[0], 9), np.nan)
     regions = (((-ZERO_WIDTH, ZERO_WIDTH),), _TANH_REGIONS, _SIGMOID_REGIONS)
-    inside = (np.ones(lo.shape[0], dtype=bool), (vmin >= -1) & (vmax <= 1), (vmin >= 0) & (vmax <= 1))
+    inside = (
+        np.ones(lo.shape[0], dtype=bool),
+        (vmin >= -1) & (vmax <= 1),
+        (vmin >= 0) & (vmax <= 1),
+    )
     for column, (pieces, within_range) in enumerate(zip(regions, inside, strict=True)):
         estimate, low, high = (np.zeros(lo.shape[0]) for _ in range(3))
         for start, end in pieces:

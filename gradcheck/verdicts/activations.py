@@ -213,7 +213,9 @@ def _result(
         series=chart_series(quantity, activation.steps, values, np.empty(0, np.int64))
         if charts
         else None,
-        references=() if threshold is None else (Reference(f"threshold ({threshold:g})", threshold),),
+        references=()
+        if threshold is None
+        else (Reference(f"threshold ({threshold:g})", threshold),),
         activation_tag=activation.tag,
     )
 

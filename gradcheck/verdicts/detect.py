@@ -72,7 +72,6 @@ from gradcheck.verdicts.rules.diverging import loss_blow_up
 from gradcheck.verdicts.rules.saturated import find_saturated
 from gradcheck.verdicts.rules.slow import run_updates, sgd_ratio
 from gradcheck.verdicts.rules.static import reference_movements
-from gradcheck.verdicts.spikes import loss_chart, loss_spikes
 from gradcheck.verdicts.signals import (
     Movement,
     Parameter,
@@ -83,6 +82,7 @@ from gradcheck.verdicts.signals import (
     parameter_signals,
     run_weight_spread,
 )
+from gradcheck.verdicts.spikes import loss_chart, loss_spikes
 
 __all__ = ["DEFAULT_CONFIG", "analyze_run"]
 
@@ -238,7 +238,7 @@ def _without_vanishing(
     return [f for f in found if f.verdict != "vanishing"]
 
 
-def rule_failed_note(rule: Rule, error: Exception) -> str:
+def rule_failed_note(rule: Callable[..., object], error: Exception) -> str:
     """The note on a parameter a rule could not judge (an internal error: a bug to report)."""
     verdict = getattr(rule, "__name__", "rule").removeprefix("find_")
     return (

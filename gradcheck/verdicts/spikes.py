@@ -54,9 +54,7 @@ def loss_spikes(
         for p in parameters
         if p.gradient is not None and p.name != GLOBAL_NORM_ROW
     ]
-    return tuple(
-        _spike(episode, steps, gradients, config) for episode in episodes(values, config)
-    )
+    return tuple(_spike(episode, steps, gradients, config) for episode in episodes(values, config))
 
 
 def episodes(values: np.ndarray, config: Config) -> list[Episode]:
