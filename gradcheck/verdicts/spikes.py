@@ -71,8 +71,10 @@ def episodes(values: np.ndarray, config: Config) -> list[Episode]:
             continue
         after = values[at + 1 : at + 1 + window]
         back = np.flatnonzero(after < config.spike_recovery * baseline)
-        if not back.size:  # not back within the window (or the log ends first): no spike
-            at += 1
+        if not back.size:  # not back within the window (or the log ends first): no spike,
+            # and nothing in its slow way back is one (its tail against the window it fills)
+            later = np.flatnonzero(values[at + 1 :] < config.spike_recovery * baseline)
+            at = at + 1 + int(later[0]) if later.size else values.size
             continue
         end = at + 1 + int(back[0])
         found.append(Episode(at, end, baseline, float(values[at:end].max())))
