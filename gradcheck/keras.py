@@ -329,7 +329,7 @@ class GradientLogger(keras.callbacks.Callback):  # type: ignore[name-defined]
         self.seconds_logging += time.perf_counter() - started
 
     def _logging_function(self) -> Callable[..., None]:
-        """:meth:`_log_batch` as a ``tf.function`` (12x faster than eager for small models;
+        """:meth:`_log_batch` as a ``tf.function`` (much faster than eager for small models;
         traced again when the model's variables or the writer change), or as is when the model
         runs eagerly (``run_eagerly=True``: often a model that cannot be traced)."""
         if getattr(self.model, "run_eagerly", False):
@@ -343,7 +343,7 @@ class GradientLogger(keras.callbacks.Callback):  # type: ignore[name-defined]
         variables = list(self.model.trainable_variables)
         gradients = self._gradients(variables, x, y, sample_weight)
         # The callback decides when to log; a constant condition also spares tracing a
-        # tf.cond per summary (1.9 s -> 0.5 s of tracing on a 6-variable model).
+        # tf.cond per summary (most of the tracing time: bench/README.md).
         assert self._writer is not None  # created by _log before the first call
         with self._writer.as_default(), tf.summary.record_if(True):
             log_step(None, variables, gradients, step, histograms=self.histograms)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-if TYPE_CHECKING:  # annotations only: `gradcheck --version` / `--help` need no numpy (~0.07 s)
+if TYPE_CHECKING:  # annotations only: `gradcheck --version` / `--help` need no numpy
     import numpy as np
 
 # --------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-WHEEL_MUST_HOLD = ("gradcheck/cli.py", "gradcheck/py.typed", "gradcheck/native/_scan.pyi")
+WHEEL_MUST_HOLD = ("gradcheck/cli/__init__.py", "gradcheck/py.typed", "gradcheck/native/_scan.pyi")
 SDIST_MUST_HOLD = ("gradcheck/native/_scan.c", "setup.py", "pyproject.toml", "README.md")
 
 

@@ -1,7 +1,8 @@
-"""Fixtures shared by the CLI tests."""
+"""Fixtures shared by the tests, and the check that CI's C extension was built."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,3 +17,43 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_run(root / "healthy", exploding=False)
     write_run(root / "exploding", exploding=True, seed=1)
     return root
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With ``GRADCHECK_REQUIRE_EXT=1`` (CI, ``make dist``) a missing C extension stops the
+    run: its twin tests would otherwise skip and the run stay green."""
+    from gradcheck.engine import native
+
+    if os.environ.get("GRADCHECK_REQUIRE_EXT") == "1" and not native.built():
+        raise pytest.UsageError(
+            "GRADCHECK_REQUIRE_EXT=1 but the C extension gradcheck.native._scan did not build"
+            " (python setup.py build_ext --inplace shows why)"
+        )
+
+
+TWIN_MODULES = frozenset(
+    {
+        "test_corpus",
+        "test_every_signal",
+        "test_inspect",
+        "test_pipeline",
+        "test_reader",
+        "test_runs15_verdicts",
+        "test_sample_runs",
+        "test_series",
+        "test_stats",
+        "test_sweep",
+        "test_tbparse_agreement",
+        "test_thinning",
+        "test_watch",
+        "test_writer_fixtures",
+    }
+)
+"""Test modules that read logs through the engine, which takes C or its numpy/Python twins:
+marked ``twins``, and run again by CI with ``GRADCHECK_NO_EXT=1`` (``pytest -m twins``)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in TWIN_MODULES:
+            item.add_marker(pytest.mark.twins)

@@ -564,3 +564,19 @@ def test_shell_completion_offers_the_format_choices() -> None:
         [sys.executable, "-m", "gradcheck"], env=environ, capture_output=True, text=True
     )
     assert "_gradcheck_completion()" in source.stdout
+
+
+def test_only_the_cli_package_imports_click() -> None:
+    """Thin CLI, pure core: below ``gradcheck/cli/`` nothing parses options or exits."""
+    package = REPO / "gradcheck"
+    importers = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if path.parent != package / "cli"
+        and any(
+            line.startswith(("import click", "from click"))
+            for line in (text.strip() for text in path.read_text().splitlines())
+        )
+    ]
+    assert importers == []
+    assert any("import click" in path.read_text() for path in (package / "cli").glob("*.py"))

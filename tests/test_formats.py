@@ -57,7 +57,7 @@ def check_golden(name: str, text: str) -> None:
 
 
 def test_every_format_choice_has_a_formatter() -> None:
-    analyze_format = next(p for p in cli.analyze.params if p.name == "format_name")
+    analyze_format = next(p for p in cli.cli.commands["analyze"].params if p.name == "format_name")
     choices = set(analyze_format.type.choices)  # type: ignore[attr-defined]
     assert choices == set(FORMATS) == set(cli.FORMAT_CHOICES)
     for name in choices:

@@ -170,3 +170,33 @@ def test_damaged_runs_list_the_same(tmp_path: Path, flips: list[tuple[int, int]]
     (run / "events.out.tfevents.1").write_bytes(bytes(data[: len(DATA)]))
     (run / "events.out.tfevents.2").write_bytes(bytes(data[len(DATA) : cut]))
     check(run)
+
+
+@pytest.mark.parametrize("dtype", ["double", "float"])
+def test_the_c_bucket_total_is_numpys_pairwise_sum_bit_for_bit(tmp_path: Path, dtype: str) -> None:
+    """The scanner's copy of numpy's pairwise summation (``_scan.c``'s ``pairwise_sum``) gives
+    ``counts.sum()`` to the bit, on counts whose total depends on the order of the additions
+    (one count of 2**53 among ones: summed left to right every one is lost). Fails if numpy
+    sums in another order than the copy (then the copy must follow numpy's)."""
+    from tensorflow.core.framework import types_pb2  # the protobufs only
+
+    sizes = [*range(1, 40), 127, 128, 129, 255, 256, 257, 1000, 1025, 4099]
+    expected, events, order_matters = [], [], 0
+    for step, size in enumerate(sizes):
+        counts = np.ones(size)
+        counts[(7 * step) % size] = 2.0**53
+        buckets = np.stack([np.arange(size), np.arange(size) + 1.0, counts], axis=1)
+        code = types_pb2.DT_DOUBLE if dtype == "double" else types_pb2.DT_FLOAT
+        value = ef.tensor_histogram(f"h{step}", buckets, dtype=code)
+        events.append(ef.summary_event(step, [value]))
+        expected.append(int(counts.sum()))  # float32 counts are widened first, as the reader does
+        left_to_right = 0.0
+        for count in counts:
+            left_to_right += float(count)
+        order_matters += int(left_to_right) != expected[-1]
+    assert order_matters >= len(sizes) // 2  # a plain loop in C would fail here
+    ef.write_events(tmp_path / "events.out.tfevents.1.host", [ef.file_version(), *events])
+    tags = check(tmp_path).runs[0].files[0].tags
+    assert {tag.tag: tag.element_counts for tag in tags} == {
+        f"h{step}": (total,) for step, total in enumerate(expected)
+    }

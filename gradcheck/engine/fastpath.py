@@ -51,9 +51,7 @@ from gradcheck.series.reduce import FINGERPRINT_WEIGHTS, BucketMatrices, Reducer
 
 ROWS = 8192
 """Values per batch at most: fewer, larger batches are faster, but hold more memory
-(tensor-1GB ``--jobs 1``, in process: 4096 rows 2.4 s and 107 MB, 8192 rows 2.1 s and 114 MB,
-16384 rows 2.0 s and 138 MB, measured when each batch cost Python work per series it touched;
-now the reducer pools the rows of several batches for that: ``reduce.SETTLE_ROWS``)."""
+(``bench/README.md``; the reducer pools the rows of several batches: ``reduce.SETTLE_ROWS``)."""
 DATA = 3 << 19  # float64 bucket numbers per batch (12 MB): wide histograms fill it first
 CHUNK = 16 << 20  # bytes read at a time
 

@@ -21,3 +21,8 @@ def extension() -> ModuleType | None:
     if _scan is None or os.environ.get("GRADCHECK_NO_EXT", "") not in ("", "0"):
         return None
     return _scan
+
+
+def built() -> bool:
+    """Whether the C extension was built and imports, whatever ``GRADCHECK_NO_EXT`` says."""
+    return _scan is not None

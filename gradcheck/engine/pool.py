@@ -33,7 +33,7 @@ from gradcheck.engine.parts import FilePart, file_part, reduce_file, reduce_rang
 from gradcheck.events.steps import StepWindow
 from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, is_url
 
-if TYPE_CHECKING:  # at run time only with a pool: concurrent.futures brings logging (~3 ms)
+if TYPE_CHECKING:  # at run time only with a pool: concurrent.futures brings logging
     from concurrent.futures import Executor, Future
 
 SPLIT_SIZE = 64 << 20
@@ -43,8 +43,8 @@ transfer and the join cost about what the second core saves (``bench/README.md``
 REMOTE_WHOLE = True
 """A URL is read whole by one process, never cut in byte ranges: each range costs a worker
 its own requests (the cut's search, the head, a GET from the range's start) and, with
-forkserver workers, the storage library's import (the 160 MB TF2 log from the local S3
-server, default jobs: 6.7 s in ranges against 1.7 s whole, ``bench/README.md``)."""
+forkserver workers, the storage library's import (several times slower in ranges:
+``bench/README.md``)."""
 POOL_MIN_BYTES = 64 << 20
 """Less than this in all is read in this process alone (same reason as :data:`SPLIT_SIZE`)."""
 
@@ -142,7 +142,7 @@ class Workers:
     def lost(self) -> tuple[type[BaseException], ...]:
         """What a task raises when its worker died, not the task: it then runs again here.
         (``concurrent.futures.process`` is imported only when asked: it brings in
-        ``multiprocessing``, 10-25 ms of a run that starts no process.)"""
+        ``multiprocessing``, start-up time for a run that starts no process.)"""
         from concurrent.futures.process import BrokenProcessPool
 
         return (BrokenProcessPool, *self._lost)
@@ -168,9 +168,8 @@ class Workers:
         """``work(*args)`` submitted; a new pool's first task forks its workers, with every
         object of this process frozen out of the cyclic collector's reach meanwhile
         (``gc.freeze``). A forked worker shares this process' pages until it writes to them,
-        and a collection writes to every object it walks: on the 1 GB TF2 log the worker's
-        collections copied ~23 MB of them (the parent and its worker 296 -> 319 MB, as the
-        moment of the worker's full collection moved with an unrelated change). The workers
+        and a collection writes to every object it walks: tens of MB of copied pages on the 1 GB
+        TF2 log (``bench/README.md``). The workers
         keep them frozen; this process collects them again once they are forked."""
         starting = self._given is None and self._pool is None
         executor = self.executor()

@@ -20,7 +20,7 @@ import numpy as np
 from gradcheck.events.wire import event_head
 from gradcheck.model import Damage, HistogramRecord, HParamsRecord, HParamValue, ScalarRecord
 
-if TYPE_CHECKING:  # imported where used: the C engine rarely decodes here (start-up ~15 ms)
+if TYPE_CHECKING:  # imported where used: the C engine rarely decodes here (start-up time)
     from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 
 HISTOGRAMS_PLUGIN = "histograms"

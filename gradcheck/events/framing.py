@@ -53,7 +53,7 @@ _ZERO_HEADER = bytes(HEADER_SIZE)  # fails the length CRC: no header is all zero
 @functools.cache
 def _crc32c() -> Callable[[bytes], int]:
     """google-crc32c's CRC32C, imported on first use: the C engine (``gradcheck.native._scan``) has
-    its own, so a run it reads whole never pays for the import (~2 ms)."""
+    its own, so a run it reads whole never pays for the import."""
     import google_crc32c
 
     if google_crc32c.implementation != "c":  # pragma: no cover - depends on the wheel

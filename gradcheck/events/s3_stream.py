@@ -19,8 +19,8 @@ class StreamedS3File(io.RawIOBase):
     request per pass over the file instead of one per 16 MB window, memory one window. A seek
     back into the bytes last read (the reader's window keeps a record's start) costs nothing.
 
-    Measured on the local moto server, which copies the whole object for every request (a
-    1 MB range of a 160 MB object: 151 ms): see bench/README.md.
+    Measured on the local moto server, which copies the whole object for every request: see
+    bench/README.md.
     """
 
     def __init__(

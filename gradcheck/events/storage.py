@@ -27,9 +27,8 @@ in the reference reader) is one ranged GET of exactly that many bytes: the whole
 downloaded, and memory is what it is for a local file."""
 
 CACHE: dict[str, Any] = {"cache_type": "none"}
-"""How fsspec caches what it fetched: not at all, the reader's window is the cache (measured
-on the 160 MB TF2 log from the local S3 server, ``--jobs 1``, machine under load: ``none``
-6.3 s, ``readahead`` 6.5 s and twice the memory, ``background`` prefetching 6.8-9.0 s)."""
+"""How fsspec caches what it fetched: not at all, the reader's window is the cache (``readahead``
+and ``background`` were no faster and ``readahead`` held twice the memory: ``bench/README.md``)."""
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*(::[^:]+)*://")
 

@@ -39,8 +39,7 @@
  * before its crc32, so the reduction is free. shift_const[i] = x^(64i-33) mod P is the constant
  * for 8i bytes, i = 1 .. 2 * CRC_BLOCK / 8.
  * Buffers shorter than CRC_THREE_STREAMS bytes keep one chain: cutting them costs more than it
- * saves (measured in cache: three chains win from 72-96 bytes up, 1.7x at 300 bytes, 2.7x at 8 KB;
- * on bytes read from memory for the first time, as in the scanner, memory limits both to ~1.2x).
+ * saves (bench/crc_speed.py; the figures are in bench/README.md).
  * CPUs with SSE4.2 but no PCLMUL (before 2010) keep one chain for every length. */
 #define CRC_BLOCK 4096        /* the largest L, in bytes (a multiple of 8) */
 #define CRC_THREE_STREAMS 96  /* the shortest buffer cut in three (at least 24) */
@@ -2338,8 +2337,8 @@ static void row_stats_fast(Buckets *b, const RowScan *scan, Py_ssize_t w, const 
  * does not matter, and every floating-point step is the same in the same order. Returns 0,
  * with nothing written to ``out`` or ``*fingerprint``, when the row is not plain (an edge or
  * a count not finite, a count negative or -0.0: row_fingerprint's ``odd``) or has several
- * zero buckets: fill_row and the kernels take it then. Measured on the bench's PyTorch logs
- * (bench/reduce_speed.py, 300-700 buckets a row): ~1.2x the speed of the two passes. */
+ * zero buckets: fill_row and the kernels take it then. Faster than the two passes on the bench's
+ * PyTorch logs (bench/reduce_speed.py; the figures are in bench/README.md). */
 static int histo_row_direct(Buckets *b, const double *data, Py_ssize_t s, Py_ssize_t size,
                             Py_ssize_t w, const double *f, const uint64_t *weights,
                             uint64_t *fingerprint, double *out)

@@ -51,8 +51,8 @@ class CsvFormatter(Formatter):
         return "".join(self.chunks(report))
 
     def chunks(self, report: Report) -> Iterator[str]:
-        """The header row, then each run's rows (a 1,000-run sweep's table held whole as
-        text took ~90 MB more at its peak)."""
+        """The header row, then each run's rows (a large sweep's table held whole as text
+        costs memory: ``bench/README.md``)."""
         stat_keys = _stat_keys(layer for run in report.runs for layer in run.layers)
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)

@@ -333,7 +333,7 @@ class Charts:
         self.count += 1
         return plotly.io.to_html(
             figure,
-            validate=False,  # html_charts builds the dicts plotly.js reads; validating costs 0.1 s
+            validate=False,  # html_charts builds the dicts plotly.js reads; validating costs time
             full_html=False,
             include_plotlyjs=False,
             div_id=f"chart-{self.count}",

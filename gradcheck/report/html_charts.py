@@ -3,11 +3,11 @@ dicts, which plotly.js draws): one per group of findings (a layer row), the run'
 logged-step heatmap and its global gradient norm.
 
 Plain dicts rather than ``plotly.graph_objects``: building and validating graph objects (and
-their template) took ~0.1 s a chart, 4.7 s for the 46 charts of ``sample_runs/`` against
-0.09 s as dicts (medians of 3 and 5 runs). Every text plotly draws (trace names, axis titles,
-heatmap rows) goes through ``label``, the HTML format's escaper: plotly renders a subset of
-HTML in its labels (``<b>``, ``<a href>``), so a tag name must reach it as text, never as
-markup. Numbers are plain lists; non-finite values become ``None`` (a gap in the line).
+their template) was many times slower (``bench/README.md``). Every text plotly draws (trace
+names, axis titles, heatmap rows) goes through ``label``, the HTML format's escaper: plotly
+renders a subset of HTML in its labels (``<b>``, ``<a href>``), so a tag name must reach it as
+text, never as markup. Numbers are plain lists; non-finite values become ``None`` (a gap in
+the line).
 """
 
 from __future__ import annotations

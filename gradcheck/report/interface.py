@@ -60,7 +60,7 @@ def _width(stdout_isatty: bool, environ: Mapping[str, str]) -> int:
     """The terminal's columns (``COLUMNS`` first, as :func:`shutil.get_terminal_size` reads
     it), else ``COLUMNS`` for a pipe (also below 80), else :data:`DEFAULT_WIDTH`."""
     if stdout_isatty:
-        import shutil  # only for a terminal: ~2.5 ms at every start otherwise
+        import shutil  # only for a terminal: start-up time otherwise
 
         return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
     columns = environ.get("COLUMNS", "").strip()

@@ -30,7 +30,7 @@ class JsonFormatter(Formatter):
     def chunks(self, report: Report) -> Iterator[str]:
         """The text of :func:`report_document`, one run at a time: its runs come last, so the
         rest is written first, then each run's document at the nesting depth of ``runs``'
-        items (a 1,000-run sweep's document and text held whole took ~300 MB)."""
+        items (a large sweep's document and text held whole cost memory: ``bench/README.md``)."""
         head = json_text.dumps(head_document(report))  # "{\n  ...\n}"
         if not report.runs:
             yield head[:-2] + ',\n  "runs": []\n}\n'

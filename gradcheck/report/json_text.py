@@ -2,11 +2,11 @@
 allow_nan=False)``, several times faster on large reports.
 
 With ``indent``, the standard library's encoder leaves its C accelerator and writes every value
-through nested Python generators (about 1.9 us an object: 3.6 s of a 200-run sweep's 19.8 MB
-report). Here the tree is walked in Python only down to the containers whose items are all
-plain scalars (a parameter's statistics, its trend, its flags), and each of those is written by
-the C encoder in one call: its item separator carries the line break and the indentation of
-that depth, which is all the indented layout adds. Anything else (a subclass of ``float``, a
+through nested Python generators (most of a large sweep's report: ``bench/README.md``). Here
+the tree is walked in Python only down to the containers whose items are all plain scalars
+(a parameter's statistics, its trend, its flags), and each of those is written by the C
+encoder in one call: its item separator carries the line break and the indentation of that
+depth, which is all the indented layout adds. Anything else (a subclass of ``float``, a
 key that is not a string) takes the slow path, written as the standard library writes it.
 """
 

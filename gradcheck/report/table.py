@@ -111,7 +111,7 @@ class TableFormatter(Formatter):
         counts = verdict_counts(run)  # all parameters, before any is escaped
         shown_rows = view.rows if self.options.top is None else view.rows[: self.options.top]
         # Every string shown comes from the logs or quotes them: the run's own and the listed
-        # parameters' (not those only counted: thousands of healthy ones, 20 µs each)
+        # parameters' (not those only counted: thousands of healthy ones)
         listed = run.layers if self.options.show_all else ()
         escaped_run, listed, rows, prefix = each_string(
             (replace(run, layers=()), listed, shown_rows, view.prefix), terminal

@@ -520,7 +520,7 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 def _odd_weights(seed: int, width: int) -> np.ndarray:
     """``[4, width]`` odd pseudo-random uint64 (SplitMix64 of ``seed`` and the position): odd,
     so that a change in one element always changes the sum. Not ``np.random``, whose import
-    (hashlib, secrets, bz2, lzma, ...) costs ~10 ms of start-up."""
+    (hashlib, secrets, bz2, lzma, ...) costs start-up time (``bench/README.md``)."""
     with np.errstate(over="ignore"):
         z = np.arange(1, 4 * width + 1, dtype=np.uint64) * _MIX + np.uint64(seed)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)

@@ -37,8 +37,8 @@ TREND_POINTS = 24
 CHART_WINDOWS = 512
 """A chart's series longer than this many steps keeps, of each of this many windows, its
 lowest and its highest point (1,024 points at most: a chart a few hundred pixels wide shows
-no more, and every spike and dip is kept); a report of 200 parameters then holds ~7 MB of
-series, not ~26 MB (measured, pickled)."""
+no more, and every spike and dip is kept): a report of many parameters holds a few times
+less (``bench/README.md``)."""
 MIN_PINNED_SERIES = 2
 """Per-tensor and value clipping apply one ceiling to every parameter: two parameters pinned
 at the same ceiling (or the run's only one) say so; a lone pinned series among several could
@@ -324,8 +324,8 @@ def chart_series(
     """``values`` over ``steps`` for a chart: whole up to ``2 * CHART_WINDOWS`` steps, else the
     lowest and highest finite point of each window (the first of equal ones; a window of NaN
     keeps its first step, so the line breaks there). Every non-finite step is kept in
-    ``nonfinite_steps``. Vectorised over the windows (a loop over them took ~10 ms a series
-    of 3,000 steps, most of a ``gradcheck watch`` update)."""
+    ``nonfinite_steps``. Vectorised over the windows (a loop over them was most of a
+    ``gradcheck watch`` update: ``bench/README.md``)."""
     if values.size <= 2 * CHART_WINDOWS:
         return StepSeries(label, steps, values, nonfinite_steps)
     starts = _bin_starts(values.size, CHART_WINDOWS)

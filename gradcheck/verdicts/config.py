@@ -366,7 +366,7 @@ def load_config(path: str | None = None, *, cwd: str | None = None) -> Config:
         return DEFAULT_CONFIG
     data = _read_bytes(pyproject)
     if b"gradcheck" not in data:  # no [tool.gradcheck] table can be in it: not parsed at all
-        return DEFAULT_CONFIG  # (most projects' pyproject.toml: tomllib costs ~5 ms of start-up)
+        return DEFAULT_CONFIG  # (most projects' pyproject.toml: tomllib costs start-up time)
     return _from_tool_section(_parsed_toml(data, pyproject), pyproject)
 
 

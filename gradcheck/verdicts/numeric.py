@@ -43,7 +43,8 @@ def sorted_median(values: np.ndarray | Sequence[float]) -> float:
 
 
 SMALL = 32
-"""Up to this many values, a median sorts a Python list (~1 us), not a numpy array (2-5 us)."""
+"""Up to this many values, a median sorts a Python list, not a numpy array (faster on a few
+values: ``bench/README.md``)."""
 _FLOAT64 = np.dtype(np.float64)
 
 
@@ -64,14 +65,14 @@ def _small_median(values: list[float]) -> float | None:
 
 def nanmedian(values: np.ndarray) -> float:
     """``float(np.nanmedian(values))`` (NaN when every value is NaN, without its warning),
-    without ``np.nanmedian``'s overhead and its import of ``numpy.ma`` (~8 ms of start-up)."""
+    without ``np.nanmedian``'s overhead and its import of ``numpy.ma`` (start-up time)."""
     return median(values[~np.isnan(values)])
 
 
 def nanmax(values: np.ndarray, initial: float | None = None) -> float:
     """``float(np.nanmax(values[, initial=initial]))`` of a float array: the ``np.fmax.reduce``
-    that ``np.nanmax`` itself runs on an ndarray, without its dispatch (~2 us of its ~3 us on
-    a few values) and its warning when every value is NaN (the result is NaN then, as its)."""
+    that ``np.nanmax`` itself runs on an ndarray, without its dispatch (most of its time on a
+    few values) and its warning when every value is NaN (the result is NaN then, as its)."""
     if initial is None:
         return float(np.fmax.reduce(values, axis=None))
     return float(np.fmax.reduce(values, axis=None, initial=initial))
@@ -80,7 +81,7 @@ def nanmax(values: np.ndarray, initial: float | None = None) -> float:
 def nan_to_num(values: np.ndarray, nan: float) -> np.ndarray:
     """``np.nan_to_num(values, nan=nan)`` of a float array, bit for bit (NaN -> ``nan``, +-inf
     -> the dtype's largest finite magnitude), without its dispatch and its ``isposinf`` and
-    ``isneginf`` calls (~40 us of a call's ~44 us; two or three calls a parameter)."""
+    ``isneginf`` calls (most of a call's time; two or three calls a parameter)."""
     largest = np.finfo(values.dtype).max
     result = np.minimum(np.maximum(values, -largest), largest)  # +-inf to +-largest; NaN stays
     result[np.isnan(result)] = nan
@@ -90,7 +91,7 @@ def nan_to_num(values: np.ndarray, nan: float) -> np.ndarray:
 def percentile(values: np.ndarray, q: float) -> float:
     """``float(np.percentile(values, q))`` (linear interpolation), bit for bit, for finite
     values: numpy's own arithmetic (its ``_lerp``) without its dispatch, and without the
-    ``np.unique`` inside that imports ``numpy.ma`` (~15 ms of start-up)."""
+    ``np.unique`` inside that imports ``numpy.ma`` (start-up time)."""
     ordered = np.sort(np.asarray(values, dtype=np.float64), axis=None)
     size = ordered.size
     if size == 0:

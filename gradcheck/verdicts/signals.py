@@ -204,7 +204,7 @@ def _gradient_signal(data: RunData, tags: ParameterTags) -> GradientSignal | Non
 
 def _unique_steps(arrays: list[np.ndarray]) -> np.ndarray:
     """The distinct steps of ``arrays``, sorted, as int64: ``np.unique`` by sort and mask
-    (``np.unique`` imports ``numpy.ma`` on first use, ~8 ms of start-up)."""
+    (``np.unique`` imports ``numpy.ma`` on first use, at a cost in start-up)."""
     if not any(array.size for array in arrays):  # the usual case: no bad step at all
         return np.empty(0, dtype=np.int64)
     steps = np.sort(np.concatenate(arrays)).astype(np.int64)
