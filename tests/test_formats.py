@@ -22,6 +22,7 @@ import pytest
 from gradcheck import cli
 from gradcheck.report import FORMATS, Env, FormatOptions, formatter_for
 from gradcheck.report.csv import CsvFormatter
+from gradcheck.report.github import GithubFormatter
 from gradcheck.report.json_format import SCHEMA_VERSION, JsonFormatter, report_document
 from gradcheck.report.markdown import MarkdownFormatter
 from gradcheck.report.numbers import format_number, format_ratio, format_steps
@@ -92,6 +93,7 @@ def test_golden(name: str, formatter: object) -> None:
         ("spiky.json", JsonFormatter()),
         ("spiky.md", MarkdownFormatter()),
         ("spiky.csv", CsvFormatter()),
+        ("spiky.github.txt", GithubFormatter(FormatOptions(fail_on=frozenset({"dead"})))),
     ],
 )
 def test_golden_dead_layer_and_loss_spikes(name: str, formatter: object) -> None:
