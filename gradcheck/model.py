@@ -277,11 +277,21 @@ class RunData:
 # --------------------------------------------------------------------------------------------
 
 Verdict = Literal[
-    "nan", "exploding", "vanishing", "dead", "saturated", "static", "slow", "overflow", "ok"
+    "nan",
+    "exploding",
+    "diverging",
+    "vanishing",
+    "dead",
+    "saturated",
+    "static",
+    "slow",
+    "overflow",
+    "ok",
 ]
 VERDICTS: tuple[Verdict, ...] = (
     "nan",
     "exploding",
+    "diverging",
     "vanishing",
     "dead",
     "saturated",
@@ -290,14 +300,20 @@ VERDICTS: tuple[Verdict, ...] = (
     "overflow",
     "ok",
 )
-"""Most severe first. ``dead``: a layer's outputs (an activation histogram) almost all exactly
-zero, and staying so (ReLU units that stopped firing). ``saturated``: a bounded layer's outputs
-(tanh, sigmoid) almost all at its bounds, where its derivative is near zero. ``slow``: weights
-that move, but orders of magnitude less per update than healthy training's (a learning rate
-far too small). ``overflow``: a few gradient steps non-finite under dynamic loss scaling,
-skipped by the optimizer (mixed precision), the run otherwise finite."""
+"""Most severe first. ``diverging``: the run's training loss rose by orders of magnitude over
+its start and never came back below it (the ``(training loss)`` row). ``dead``: a layer's
+outputs (an activation histogram) almost all exactly zero, and staying so (ReLU units that
+stopped firing). ``saturated``: a bounded layer's outputs (tanh, sigmoid) almost all at its
+bounds, where its derivative is near zero. ``slow``: weights that move, but orders of magnitude
+less per update than healthy training's (a learning rate far too small). ``overflow``: a few
+gradient steps non-finite under dynamic loss scaling, skipped by the optimizer (mixed
+precision), the run otherwise finite."""
 
 GLOBAL_NORM_ROW = "(global gradient norm)"
+LOSS_ROW = "(training loss)"
+"""The run-level row of a training loss that diverged (``diverging``)."""
+RUN_ROWS = (GLOBAL_NORM_ROW, LOSS_ROW)
+"""Rows that stand for the run, not for one of its parameters."""
 ClipKind = Literal["global_norm", "per_tensor_norm", "value"]
 Framework = Literal["pytorch", "keras", "tensorflow"]
 """The name of the run-level row judged from a global gradient norm scalar, for a run that logs

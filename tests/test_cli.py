@@ -312,7 +312,8 @@ def test_parse_fail_on() -> None:
     assert parse_fail_on("nan,exploding") == {"nan", "exploding"}
     assert parse_fail_on(" NaN , static ") == {"nan", "static"}
     assert parse_fail_on("any") == {
-        "nan", "exploding", "vanishing", "dead", "saturated", "static", "slow", "overflow"
+        "nan", "exploding", "diverging", "vanishing", "dead", "saturated", "static", "slow",
+        "overflow",
     }  # fmt: skip
     assert parse_fail_on("none") == frozenset()
     for bad in ("ok", "", "any,nan", "explode"):

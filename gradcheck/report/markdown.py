@@ -31,6 +31,7 @@ from gradcheck.report.view import (
 MARKS = {
     "nan": "🟥",
     "exploding": "🟥",
+    "diverging": "🟧",
     "vanishing": "🟨",
     "dead": "⬛",
     "saturated": "🟧",

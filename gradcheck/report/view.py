@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gradcheck.model import (
-    GLOBAL_NORM_ROW,
+    LOSS_ROW,
+    RUN_ROWS,
     VERDICTS,
     ClipInfo,
     LayerResult,
@@ -130,13 +131,15 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-CLIP_VERDICTS = ("nan", "exploding", "diverging")
-"""Verdicts after which clipping advice applies: the run blew up, went NaN or diverged."""
+CLIP_VERDICTS = ("nan", "exploding")
+"""Verdicts after which clipping advice applies: the run blew up or went NaN. Not after a
+loss that diverged alone: clipping does not prevent that (the ``diverging`` evidence says what
+the clip did), a lower learning rate does."""
 
 
 def clipping_applies(run: RunReport, asked: bool = False) -> bool:
     """Whether a human format shows the run's global norm and clipping advice: when asked
-    (``--clip``), when the run blew up, went NaN or diverged, or when its clip is worth a word
+    (``--clip``), when the run blew up or went NaN, or when its clip is worth a word
     (``ClipInfo.noteworthy``). Not for a healthy run, nor a slow one (there a clip is the
     wrong fix: the learning rate is too small)."""
     if run.clipping is None:
@@ -148,24 +151,27 @@ def clipping_applies(run: RunReport, asked: bool = False) -> bool:
 
 def judged_phrase(run: RunReport, layers: int | None = None) -> str:
     """What was judged: ``gradients and weights of 18 parameters in 9 layers``, ``... and the
-    outputs of 3 layers`` (activation histograms), ``the outputs of 3 layers``."""
+    training loss``, ``..., and the outputs of 3 layers`` (activation histograms)."""
     outputs = sum(layer.is_activation for layer in run.layers)
-    parameters = sum(
-        layer.name != GLOBAL_NORM_ROW and not layer.is_activation for layer in run.layers
-    )
+    parameters = sum(layer.name not in RUN_ROWS and not layer.is_activation for layer in run.layers)
+    loss = any(layer.name == LOSS_ROW for layer in run.layers)
     judged_outputs = f"the outputs of {plural(outputs, 'layer')}"
     if not parameters and outputs:
-        return judged_outputs
+        return judged_outputs + (" and the training loss" if loss else "")
     weights = any(layer.weight_tag for layer in run.layers)
     kinds = {
         "per_parameter": "gradients and weights" if weights else "gradients",
         "global": "weights and the global gradient norm" if weights else "the global gradient norm",
         "none": "weights",
     }[run.gradients]
+    if loss and not parameters:
+        return f"{kinds} and the training loss"
     text = f"{kinds} of {plural(parameters, 'parameter')}"
-    parameter_layers = None if layers is None else layers - outputs
-    if parameter_layers is not None and parameter_layers not in (parameters, 1):
-        text += f" in {plural(parameter_layers, 'layer')}"
+    if layers is not None:
+        layers -= outputs + (1 if loss else 0)  # the loss's row and the outputs' are no layer
+    if layers is not None and layers not in (parameters, 1):
+        text += f" in {plural(layers, 'layer')}"
+    text += " and the training loss" if loss else ""
     return text + (f", and {judged_outputs}" if outputs else "")
 
 

@@ -47,6 +47,7 @@ FINDING = "finding"
 PHRASES = {
     "nan": "went NaN",
     "exploding": "exploded",
+    "diverging": "diverged",
     "vanishing": "had vanishing gradients",
     "dead": "had dead layers",
     "saturated": "had saturated layers",
