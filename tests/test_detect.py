@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gradcheck.model import (
+    LOSS_ROW,
     Damage,
     HistogramRecord,
     LayerResult,
@@ -624,3 +625,23 @@ def test_a_slow_kernel_with_a_tiny_gradient_is_the_gradient_s_doing_not_slow() -
     creeping = layer(analyze(series), "fc0.weight")
     assert "slow" not in creeping.flags
     assert any("not slow" in note for note in creeping.notes)
+
+
+def test_a_loss_that_diverges_has_no_spike_from_its_onset_on() -> None:
+    """A loss that jumps 200x for 5 steps and then stays at 1.3x its start is ``diverging``
+    (never back below its start) though it comes back below 1.5x its running median within
+    20 steps: from the divergence's onset on the loss is the blow-up's, not a spike; a spike
+    that came back before it is still listed."""
+
+    def loss(step: int) -> float:
+        noise = 1.0 + 0.01 * math.sin(step)
+        if step == 30:
+            return 6.0 * noise  # a transient spike, back at once
+        if 50 <= step < 55:
+            return 200.0 * noise
+        return (1.3 if step >= 55 else 1.0) * noise
+
+    report = analyze(healthy_mlp(), steps=80, scalars={"loss": loss})
+    row = layer(report, LOSS_ROW)
+    assert row.verdict == "diverging" and row.first_bad_step == 50
+    assert [(spike.step, round(spike.loss_ratio)) for spike in report.spikes] == [(30, 6)]

@@ -4,9 +4,11 @@ A spike (:class:`gradcheck.model.Spike`) is a logged loss at least ``spike_facto
 median of the previous ``spike_window`` logged losses, standing out of their noise
 (``spike_noise``), that comes back below ``spike_recovery`` times that median within
 ``spike_window`` logged steps: a loss that does not come back diverges, which the blow-up
-verdicts judge. Its leaders are the parameters whose gradient
-norm, at the spike's step or the logged step before it, rose most over their own median of
-the previous ``spike_window`` logged gradient steps.
+verdicts judge (``diverging``, ``exploding``, ``nan``), and from the onset of the loss's own
+blow-up on (the shared onset rule's, :mod:`gradcheck.verdicts.onset`) no spike is listed.
+Its leaders are the parameters whose gradient norm, at the spike's step or the logged step
+before it, rose most over their own median of the previous ``spike_window`` logged gradient
+steps.
 """
 
 from __future__ import annotations
@@ -39,10 +41,16 @@ class Episode:
 
 
 def loss_spikes(
-    loss: ScalarSeries | None, parameters: Sequence[Parameter], config: Config
+    loss: ScalarSeries | None,
+    parameters: Sequence[Parameter],
+    config: Config,
+    blow_up_step: int | None = None,
 ) -> tuple[Spike, ...]:
     """The training loss's transient spikes in step order, each with its leaders (empty
-    without a loss, or for a loss that is not a positive quantity: a GAN's, a likelihood's)."""
+    without a loss, or for a loss that is not a positive quantity: a GAN's, a likelihood's).
+    ``blow_up_step``: the onset of the loss's own blow-up (``diverging``'s, or its rise into a
+    ``nan`` or ``exploding`` verdict), from which on the loss is the blow-up's: a spike counts
+    only when it came back before it."""
     if loss is None or not len(loss):
         return ()
     finite = np.isfinite(loss.values)
@@ -54,7 +62,10 @@ def loss_spikes(
         for p in parameters
         if p.gradient is not None and p.name != GLOBAL_NORM_ROW
     ]
-    return tuple(_spike(episode, steps, gradients, config) for episode in episodes(values, config))
+    found = episodes(values, config)
+    if blow_up_step is not None:
+        found = [episode for episode in found if int(steps[episode.end]) < blow_up_step]
+    return tuple(_spike(episode, steps, gradients, config) for episode in found)
 
 
 def episodes(values: np.ndarray, config: Config) -> list[Episode]:
