@@ -15,8 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from gradcheck.cli import cli
-from gradcheck.model import LayerResult, RunReport
+from gradcheck.model import LOSS_ROW, LayerResult, RunReport
 from gradcheck.pipeline import analyze
+from gradcheck.verdicts.gate import DEFAULT_FAIL_ON, parse_fail_on
 from tests.scripts import load_script
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -24,6 +25,8 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 pytestmark = pytest.mark.slow
 RUNS = load_script("activation_runs")
+RUNS_CORRUPT_AT = 40
+"""``torch_relu_dies``' corrupt batch (``activation_runs.torch_relu_dies``' default)."""
 
 
 @pytest.fixture(scope="session")
@@ -71,22 +74,38 @@ def test_a_relu_layer_killed_by_one_bad_batch_is_dead_from_when_it_died(
     # the writer's own shares: at or above 0.9 from the onset to the end, not just before it
     dying = seen[:, 1] >= 0.9
     first = int(np.flatnonzero(~dying)[-1]) + 1
-    assert dead.onsets == {"dead": int(seen[first, 0])} and 40 < dead.first_bad_step < 45
+    assert (
+        f"at or above 0.9 at every one of the {seen.shape[0] - first} logged steps since "
+        in (dead.evidence)
+        and f"since step {int(seen[first, 0])}," in dead.evidence
+    )
+    # the onset (the shared rule, on the share left): the first forward pass after the corrupt
+    # batch's update, where the zeros jumped from 0.55 to 0.84 on their way to 0.99
+    assert dead.onsets == {"dead": RUNS_CORRUPT_AT + 1} == {"dead": dead.first_bad_step}
+    assert f"rising into it from step {RUNS_CORRUPT_AT + 1}" in dead.evidence
+    assert seen[RUNS_CORRUPT_AT + 1, 1] > 1.5 * seen[RUNS_CORRUPT_AT, 1]
     # PyTorch's default bins put zeros in [0, 1e-12): the share is exact, and said so
     assert dead.stats["exact_zero_share_last"] == pytest.approx(seen[-1, 1], abs=1e-6)
     assert "(exact: each bucket holds only such values or none)" in dead.evidence
     healthy = row(run, "relu1")  # about half zeros, as a healthy ReLU layer is
     assert healthy.verdict == "ok" and 0.3 < healthy.stats["exact_zero_share_median"] < 0.7
     assert not run.holds and run.judgeable  # only activations: judged, not "nothing to judge"
-    assert exit_code(path) == 0  # dead is not in the default --fail-on
+    assert "dead" not in parse_fail_on(DEFAULT_FAIL_ON)
+    assert exit_code(path, "--fail-on", "nan,exploding") == 0
     assert exit_code(path, "--fail-on", "dead") == 1
+    # the corrupt batch's loss (4e4x) and the loss left 4x its start by the dead layer make
+    # the (training loss) row diverging, which the default --fail-on holds
+    assert run.counts["diverging"] == 1 and exit_code(path) == 1
 
 
 def test_activations_are_layers_not_weights(torch_runs: dict[str, Path]) -> None:
     """Before issue 35 ``activations/relu2`` was a weight named ``activations/relu2``."""
     run = judged(torch_runs["torch_relu_dies"])
-    assert sorted(layer.name for layer in run.layers) == ["relu1", "relu2"]
+    assert sorted(layer.name for layer in run.layers) == [LOSS_ROW, "relu1", "relu2"]
     assert all(layer.weight_tag is None for layer in run.layers)
+    assert {layer.activation_tag for layer in run.layers} == {
+        None, "activations/relu1", "activations/relu2"
+    }  # fmt: skip
 
 
 def test_a_tanh_net_initialised_too_large_is_saturated_and_its_linear_layers_are_not(

@@ -140,18 +140,6 @@ def bound_kind(
     return "tanh"
 
 
-def stays_from(steps: np.ndarray, holds: np.ndarray, at_least: int) -> int | None:
-    """The first step of the run of logged steps at which ``holds`` is true up to the last
-    logged step, when that run is at least ``at_least`` steps long; else None."""
-    if not holds.size or not holds[-1]:
-        return None
-    breaks = np.flatnonzero(~holds)
-    start = int(breaks[-1]) + 1 if breaks.size else 0
-    if holds.size - start < max(at_least, 1):
-        return None
-    return int(steps[start])
-
-
 # --------------------------------------------------------------------------------------------
 # The rows of the report
 # --------------------------------------------------------------------------------------------

@@ -5,27 +5,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.rules.base import Finding, RunContext, severity
-from gradcheck.verdicts.rules.shares import share_evidence
+from gradcheck.verdicts.rules.shares import held_share, share_evidence
 
 if TYPE_CHECKING:
     from gradcheck.verdicts.activations import Activation
 
 
 def find_dead(activation: Activation, context: RunContext) -> Finding | None:
-    """The share of exact zeros at or above ``dead_zero_share`` at every logged step from the
-    onset to the last, for at least ``activation_steps`` logged steps."""
-    from gradcheck.verdicts.activations import stays_from
-
+    """The share of exact zeros at or above ``dead_zero_share`` at every logged step of a
+    stretch to the last, of at least ``activation_steps`` logged steps; the onset is where the
+    zeros began to climb into it (:func:`.shares.held_share`)."""
     config = context.config
-    holds = np.nan_to_num(activation.zero, nan=0.0) >= config.dead_zero_share
-    onset = stays_from(activation.steps, holds, config.activation_steps)
-    if onset is None:
+    found = held_share(activation.steps, activation.zero, config.dead_zero_share, config)
+    if found is None:
         return None
-    since = activation.steps >= onset
+    start, onset = found
+    since = slice(start, None)
     evidence = share_evidence(
         "exactly zero",
         activation.steps[since],
@@ -33,6 +30,7 @@ def find_dead(activation: Activation, context: RunContext) -> Finding | None:
         activation.zero_low[since],
         activation.zero_high[since],
         config.dead_zero_share,
+        onset,
     )
     last = float(activation.zero[-1])
     return Finding(
@@ -41,5 +39,8 @@ def find_dead(activation: Activation, context: RunContext) -> Finding | None:
         onset,
         evidence,
         hints.DEAD,
-        {"dead_from_step": onset, "exact_zero_share_low": float(activation.zero_low[since].min())},
+        {
+            "dead_from_step": int(activation.steps[start]),
+            "exact_zero_share_low": float(activation.zero_low[since].min()),
+        },
     )

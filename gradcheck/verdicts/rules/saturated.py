@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.rules.base import Excuse, Finding, RunContext, severity
-from gradcheck.verdicts.rules.shares import share_evidence
+from gradcheck.verdicts.rules.shares import held_share, share_evidence
 
 if TYPE_CHECKING:
     from gradcheck.verdicts.activations import Activation
@@ -19,19 +17,17 @@ BOUNDS = {"tanh": "within 0.04 of -1 or 1", "sigmoid": "within 0.02 of 0 or 1"}
 
 def find_saturated(activation: Activation, context: RunContext) -> Finding | Excuse | None:
     """For outputs inside tanh's or sigmoid's range, the share near its bounds at or above
-    ``saturated_share`` at every logged step from the onset to the last, for at least
-    ``activation_steps`` logged steps; the network's output layer is excused (its outputs near
-    0 and 1 are confident predictions)."""
-    from gradcheck.verdicts.activations import stays_from
-
+    ``saturated_share`` at every logged step of a stretch to the last, of at least
+    ``activation_steps`` logged steps (its onset: :func:`.shares.held_share`); the network's
+    output layer is excused (its outputs near 0 and 1 are confident predictions)."""
     kind = activation.bound_kind
     if kind is None:
         return None
     config = context.config
-    holds = np.nan_to_num(activation.bound, nan=0.0) >= config.saturated_share
-    onset = stays_from(activation.steps, holds, config.activation_steps)
-    if onset is None:
+    found = held_share(activation.steps, activation.bound, config.saturated_share, config)
+    if found is None:
         return None
+    start, onset = found
     if activation.output_layer:
         return Excuse(
             "saturated",
@@ -39,7 +35,7 @@ def find_saturated(activation: Activation, context: RunContext) -> Finding | Exc
             "it reads as the network's output layer (the last activation logged, or its name), "
             "whose outputs are bounded by design",
         )
-    since = activation.steps >= onset
+    since = slice(start, None)
     evidence = share_evidence(
         f"{BOUNDS[kind]} ({kind}-like outputs)",
         activation.steps[since],
@@ -47,6 +43,7 @@ def find_saturated(activation: Activation, context: RunContext) -> Finding | Exc
         activation.bound_low[since],
         activation.bound_high[since],
         config.saturated_share,
+        onset,
     )
     last = float(activation.bound[-1])
     return Finding(
@@ -55,5 +52,8 @@ def find_saturated(activation: Activation, context: RunContext) -> Finding | Exc
         onset,
         evidence,
         hints.SATURATED,
-        {"saturated_from_step": onset, "bound_share_low": float(activation.bound_low[since].min())},
+        {
+            "saturated_from_step": int(activation.steps[start]),
+            "bound_share_low": float(activation.bound_low[since].min()),
+        },
     )
