@@ -645,3 +645,19 @@ def test_a_loss_that_diverges_has_no_spike_from_its_onset_on() -> None:
     row = layer(report, LOSS_ROW)
     assert row.verdict == "diverging" and row.first_bad_step == 50
     assert [(spike.step, round(spike.loss_ratio)) for spike in report.spikes] == [(30, 6)]
+
+
+def test_spikes_after_a_blow_up_began_are_the_blow_up_s() -> None:
+    """From the first exploding onset on the loss's jumps are the explosion's (its rows say
+    so), not transient spikes; a spike that came back before it is listed."""
+    series = healthy_mlp()
+    series["fc2.weight/grad"] = gaussian(rising(60, factor=4.0), seed=22)
+
+    def loss(step: int) -> float:
+        noise = 1.0 + 0.01 * math.sin(step)
+        return (8.0 if step in (30, 70) else 1.0) * noise
+
+    report = analyze(series, steps=80, scalars={"loss": loss})
+    assert layer(report, "fc2.weight").verdict == "exploding"
+    assert layer(report, "fc2.weight").first_bad_step == 60
+    assert [spike.step for spike in report.spikes] == [30]

@@ -201,7 +201,8 @@ class Config:
     spike_recovery: float = 1.5
     """... when the loss comes back below 1.5 times that median within ``spike_window`` logged
     steps: a loss that does not come back diverges (diverging, exploding, NaN), it is no
-    spike, and neither is any from the onset of the loss's own blow-up on."""
+    spike, and neither is any from the onset of the run's blow-up on (diverging, or the first
+    nan or exploding onset)."""
     spike_noise: float = 5.0
     """... and only when it stands out of the loss's own noise: its log at least 5 robust
     standard deviations (1.4826 times the median absolute deviation of the window's logs, the

@@ -70,7 +70,6 @@ from gradcheck.verdicts.rules import (
 )
 from gradcheck.verdicts.rules.dead import find_dead
 from gradcheck.verdicts.rules.diverging import find_diverging, loss_blow_up, trainer_clips
-from gradcheck.verdicts.rules.exploding import Rise
 from gradcheck.verdicts.rules.saturated import find_saturated
 from gradcheck.verdicts.rules.slow import run_updates, sgd_ratio
 from gradcheck.verdicts.rules.static import reference_movements
@@ -174,7 +173,7 @@ def analyze_run(
         wall_times=_wall_times(data),
         hparams=dict(data.hparams),
         damage=_damage(data),
-        spikes=loss_spikes(loss, parameters, config, _loss_blow_up_step(layers, loss_rise)),
+        spikes=loss_spikes(loss, parameters, config, _blow_up_step(layers, healthy_before)),
         loss=loss_chart(loss) if charts else None,
     )
 
@@ -403,13 +402,14 @@ def _rank_nan_findings(parameters: list[Parameter], findings: dict[str, list[Fin
         ]
 
 
-def _loss_blow_up_step(layers: list[LayerResult], loss_rise: Rise | None) -> int | None:
-    """Where the training loss's own blow-up began: the ``diverging`` row's onset, else the
-    onset of its rise into a ``nan`` or ``exploding`` verdict (None when it did not blow up)."""
+def _blow_up_step(layers: list[LayerResult], healthy_before: int | None) -> int | None:
+    """Where the run blew up, from which on its loss is the blow-up's, not spikes: the
+    ``diverging`` row's onset, else the first ``nan`` or ``exploding`` onset (or the loss's
+    rise into it, when earlier: the healthy steps' end); None for a run that did not."""
     for layer in layers:
         if layer.name == LOSS_ROW and layer.first_bad_step is not None:
             return layer.first_bad_step
-    return None if loss_rise is None else loss_rise.onset_step
+    return healthy_before
 
 
 def _first_rise(findings: Mapping[str, list[Finding]]) -> int | None:

@@ -4,7 +4,7 @@ A spike (:class:`gradcheck.model.Spike`) is a logged loss at least ``spike_facto
 median of the previous ``spike_window`` logged losses, standing out of their noise
 (``spike_noise``), that comes back below ``spike_recovery`` times that median within
 ``spike_window`` logged steps: a loss that does not come back diverges, which the blow-up
-verdicts judge (``diverging``, ``exploding``, ``nan``), and from the onset of the loss's own
+verdicts judge (``diverging``, ``exploding``, ``nan``), and from the onset of the run's
 blow-up on (the shared onset rule's, :mod:`gradcheck.verdicts.onset`) no spike is listed.
 Its leaders are the parameters whose gradient norm, at the spike's step or the logged step
 before it, rose most over their own median of the previous ``spike_window`` logged gradient
@@ -48,9 +48,9 @@ def loss_spikes(
 ) -> tuple[Spike, ...]:
     """The training loss's transient spikes in step order, each with its leaders (empty
     without a loss, or for a loss that is not a positive quantity: a GAN's, a likelihood's).
-    ``blow_up_step``: the onset of the loss's own blow-up (``diverging``'s, or its rise into a
-    ``nan`` or ``exploding`` verdict), from which on the loss is the blow-up's: a spike counts
-    only when it came back before it."""
+    ``blow_up_step``: the onset of the run's blow-up (``diverging``'s, or the first ``nan`` or
+    ``exploding`` onset or the loss's rise into it), from which on the loss is the blow-up's:
+    a spike counts only when it came back before it."""
     if loss is None or not len(loss):
         return ()
     finite = np.isfinite(loss.values)
