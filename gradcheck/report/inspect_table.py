@@ -23,6 +23,7 @@ from gradcheck.report.view import plural
 KIND_LABELS = {
     "weight histogram": "weight",
     "gradient histogram": "gradient",
+    "activation histogram": "outputs",
     "other histogram": "other",
     "scalar": "scalar",
 }
