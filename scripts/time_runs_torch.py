@@ -116,12 +116,8 @@ RUNS: dict[str, Spec] = {
     "mlp_nan_loss_first": Spec((64, 64, 64, 64), "relu", 0.5, momentum=0.9, every=5),
     "lr_step_typo": Spec((64, 64), "tanh", 0.01, momentum=0.9, steps=60, schedule=lr_step_typo),
     "loss_spike_recovers": Spec((64, 64), "tanh", 0.01, momentum=0.9, steps=80, schedule=lr_spike),
-    "zero_grad_forgotten": Spec(
-        (64, 64), "relu", 1e-4, momentum=0.9, steps=250, accumulate=True
-    ),
-    "warm_up_too_high": Spec(
-        (64, 64), "tanh", 0.3, momentum=0.9, steps=120, schedule=warm_up
-    ),
+    "zero_grad_forgotten": Spec((64, 64), "relu", 1e-4, momentum=0.9, steps=250, accumulate=True),
+    "warm_up_too_high": Spec((64, 64), "tanh", 0.3, momentum=0.9, steps=120, schedule=warm_up),
     "rnn_unclipped": Spec((32,), "tanh", 0.05, momentum=0.9, steps=300, model="rnn"),
     "late_after_plateau": Spec(
         (64, 64), "tanh", 0.01, momentum=0.9, steps=220, schedule=rising_after_plateau

@@ -7,8 +7,6 @@ share one onset."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -42,6 +40,7 @@ def exact_onset(norms: np.ndarray, look_from: int) -> int:
     steps before it (the blow-up), back over the steps still above 2x the median of the 20
     before each (the departure), then back over the steps that rise by 10% or more to a new
     high over the 5 steps before (the climb into it)."""
+
     def level(step: int) -> float:
         return float(np.median(norms[step - WINDOW : step]))
 

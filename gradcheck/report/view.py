@@ -158,8 +158,8 @@ def judged_phrase(run: RunReport, layers: int | None = None) -> str:
     }[run.gradients]
     parameters = sum(layer.name not in RUN_ROWS for layer in run.layers)
     loss = any(layer.name == LOSS_ROW for layer in run.layers)
-    if loss and not parameters:
-        return f"{kinds} and the training loss"
+    if not parameters:  # no per-parameter series: the run's own rows are what was judged
+        return f"{kinds} and the training loss" if loss else kinds
     text = f"{kinds} of {plural(parameters, 'parameter')}"
     if loss and layers is not None:
         layers -= 1  # the training loss's row is no layer
