@@ -20,7 +20,10 @@ optimizer steps), logged as users log it with ``torch.utils.tensorboard.SummaryW
 - ``fine_tune``: 300 steps at lr 0.05 not logged, then 480 logged at lr 1e-4 (SGD, no
   momentum): small moves, healthy;
 - ``converged``: a noiseless linear target, SGD lr 0.05 with momentum on full batches: the
-  loss falls to ~1e-10 and the weights barely move near the end: healthy.
+  loss falls to ~1e-10 and the weights barely move near the end: healthy;
+- ``layer_dies``: ReLU layers at SGD lr 0.01 with momentum, every unit of the second hidden
+  layer dead from step 200 (``KILL_STEP``): the gradients of it and of the layer before are
+  exactly 0 from then on.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ EPOCHS = 40
 BATCHES = 12
 STEPS = EPOCHS * BATCHES
 EVERY = 5
+KILL_STEP = 200
+"""``layer_dies``: the step its second hidden layer dies."""
 STOP_STEP = 40
 """The first step whose learning rate is 0 (and the first logged step of the final weights:
 weights are logged before the step's update)."""
@@ -50,6 +55,11 @@ class Spec:
     pretrain_steps: int = 0
     noiseless: bool = False
     full_batch: bool = False
+    activation: str = "tanh"
+    kill_step: int | None = None
+    """At this step every unit of the second hidden layer is pushed dead (its bias set to -50,
+    what one huge update does to a ReLU layer): its gradients and those before it are exactly
+    0 from then on."""
 
 
 RUNS: dict[str, Spec] = {
@@ -58,6 +68,7 @@ RUNS: dict[str, Spec] = {
     "cosine_to_small": Spec("cosine", log_lr=True),
     "fine_tune": Spec("constant", learning_rate=1e-4, momentum=0.0, pretrain_steps=300),
     "converged": Spec("constant", noiseless=True, full_batch=True),
+    "layer_dies": Spec("constant", learning_rate=0.01, activation="relu", kill_step=KILL_STEP),
 }
 
 
@@ -71,11 +82,12 @@ def write_run(log_dir: Path, spec: Spec) -> list[float]:
     x = torch.randn(BATCHES * 64, 20)
     noise = 0.0 if spec.noiseless else 0.1
     y = x @ torch.randn(20, 1) + noise * torch.randn(len(x), 1)
+    activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[spec.activation]
     model = torch.nn.Sequential(
         torch.nn.Linear(20, 64),
-        torch.nn.Tanh(),
+        activation(),
         torch.nn.Linear(64, 64),
-        torch.nn.Tanh(),
+        activation(),
         torch.nn.Linear(64, 1),
     )
     generator = torch.Generator().manual_seed(1)
@@ -86,6 +98,9 @@ def write_run(log_dir: Path, spec: Spec) -> list[float]:
     writer = SummaryWriter(str(log_dir))
     rates = []
     for step in range(STEPS):
+        if step == spec.kill_step:
+            with torch.no_grad():
+                model[2].bias.fill_(-50.0)
         inputs, targets = _batch(torch, x, y, generator, step, spec.full_batch)
         optimizer.zero_grad()
         loss = torch.nn.functional.mse_loss(model(inputs), targets)

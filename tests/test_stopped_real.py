@@ -3,7 +3,8 @@
 and gradient every 5 steps, the loss every step). A linear decay written for epochs but
 stepped every batch reaches a learning rate of exactly 0 at step 40 of 480: every parameter
 is ``static`` from step 40, with the cause. Runs whose weights move less and less (a cosine
-schedule to ~1e-5 of its start, a fine-tune at lr 1e-4, a run that converged) stay ``ok``."""
+schedule to ~1e-5 of its start, a fine-tune at lr 1e-4, a run that converged) stay ``ok``.
+A ReLU layer that dies part-way is ``vanishing`` from that step, not from an earlier dip."""
 
 from __future__ import annotations
 
@@ -74,3 +75,17 @@ def test_weights_that_move_less_and_less_are_not_stopped(
         (layer.name, layer.evidence) for layer in run.layers if layer.verdict != "ok"
     ]
     assert exit_status(path, "--fail-on", "any") == 0
+
+
+def test_a_layer_that_dies_part_way_vanishes_from_then(
+    runs: dict[str, tuple[Path, list[float]]],
+) -> None:
+    path, _ = runs["layer_dies"]
+    run = only_run(path)
+    dead = {layer.name: layer for layer in run.layers if layer.name[0] in "02"}
+    assert len(dead) == 4
+    for layer in dead.values():
+        assert layer.verdict == "vanishing", layer
+        # its gradient dipped below the threshold at step 120 (0.2) before: not the onset
+        assert abs(layer.onsets["vanishing"] - RUNS.KILL_STEP) <= TOLERANCE, layer.onsets
+    assert exit_status(path, "--fail-on", "vanishing") == 1
