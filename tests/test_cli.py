@@ -73,7 +73,7 @@ def test_a_run_with_only_a_global_norm_says_so_not_0_parameters() -> None:
     """The HF Trainer's scalars (a global gradient norm, no per-parameter series): the line says
     what was judged, not "the global gradient norm of 0 parameters" (issue 30)."""
     run = Path(__file__).parent / "data" / "runs15" / "hf_scalars_clipped_healthy"
-    result = invoke("analyze", str(run))
+    result = invoke("analyze", str(run), "--width", "400")  # the header: one line, any path
     assert result.exit_code == ExitStatus.OK, result.output
     assert result.stdout.splitlines()[1] == "  all healthy: the global gradient norm"
     assert "0 parameters" not in result.stdout
