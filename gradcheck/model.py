@@ -269,22 +269,29 @@ class RunData:
 # Report: what detection produces and the formatters render.
 # --------------------------------------------------------------------------------------------
 
-Verdict = Literal["nan", "exploding", "vanishing", "static", "slow", "overflow", "ok"]
+Verdict = Literal["nan", "exploding", "diverging", "vanishing", "static", "slow", "overflow", "ok"]
 VERDICTS: tuple[Verdict, ...] = (
     "nan",
     "exploding",
+    "diverging",
     "vanishing",
     "static",
     "slow",
     "overflow",
     "ok",
 )
-"""Most severe first. ``slow``: weights that move, but orders of magnitude less per update than
-healthy training's (a learning rate far too small). ``overflow``: a few gradient steps
+"""Most severe first. ``diverging``: the run's training loss rose by orders of magnitude over
+its start and never came back below it (the ``(training loss)`` row). ``slow``: weights that
+move, but orders of magnitude less per update than healthy training's (a learning rate far too
+small). ``overflow``: a few gradient steps
 non-finite under dynamic loss scaling, skipped by the optimizer (mixed precision), the run
 otherwise finite."""
 
 GLOBAL_NORM_ROW = "(global gradient norm)"
+LOSS_ROW = "(training loss)"
+"""The run-level row of a training loss that diverged (``diverging``)."""
+RUN_ROWS = (GLOBAL_NORM_ROW, LOSS_ROW)
+"""Rows that stand for the run, not for one of its parameters."""
 ClipKind = Literal["global_norm", "per_tensor_norm", "value"]
 Framework = Literal["pytorch", "keras", "tensorflow"]
 """The name of the run-level row judged from a global gradient norm scalar, for a run that logs

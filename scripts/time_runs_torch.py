@@ -14,7 +14,12 @@ test can compare gradcheck's onsets with the step where they really began.
   0.5: no vanishing, no "stalled", no movement figure, the blow-up's hint);
 - ``mlp_nan_loss_first``: four ReLU layers, the same optimizer and logging: the loss is NaN
   from step 8 and the gradients are logged finite at steps 0 and 5 only, so no gradient rise
-  can be seen: the loss's rise says where the blow-up began.
+  can be seen: the loss's rise says where the blow-up began;
+- ``lr_step_typo``: two tanh layers at SGD lr 0.01 with momentum, a step schedule typed 50x
+  instead of 0.02x at step 40: the gradients explode from step 41 (exactly: the first
+  gradient after the first such update), NaN from step 53;
+- ``loss_spike_recovers``: the same at lr 0.01 but for one update at 150x (step 30): the loss
+  jumps from 0.54 to 190 and 280, then falls back to 2.4 and below: a spike, not divergence.
 """
 
 from __future__ import annotations
@@ -47,6 +52,12 @@ class Spec:
     accumulate: bool = False
     """``optimizer.zero_grad()`` forgotten: gradients add up from step to step."""
     clip: float | None = None
+    """``clip_grad_norm_`` to this global norm after the gradients are logged."""
+    model: str = "mlp"
+    """``mlp``: ``hidden`` Linear layers; ``rnn``: one ``torch.nn.RNN`` (tanh) of width
+    ``hidden[0]`` over sequences of 20 steps (the sum of the inputs so far is the target)."""
+    optimizer: str = "sgd"
+    """``sgd`` (with ``momentum``) or ``adam``."""
 
 
 @dataclass
@@ -59,9 +70,27 @@ class Truth:
     nan_step: int | None = None
 
 
+def lr_step_typo(step: int) -> float:
+    """A step schedule whose factor was typed 50 instead of 0.02: from step 40 on, the
+    learning rate is 50x (the gradient computed after the first such update, at step 41, is
+    the first affected: the exact onset)."""
+    return 1.0 if step < 40 else 50.0
+
+
+def lr_spike(step: int) -> float:
+    """One update at 150x the learning rate (step 30): the loss spikes 300x the level it had
+    reached and training recovers from it."""
+    return 150.0 if step == 30 else 1.0
+
+
+TYPO_ONSET = 41
+"""The first step whose gradient the typo'd learning rate changed."""
+
 RUNS: dict[str, Spec] = {
     "mlp_nan_sparse": Spec((64, 64), "tanh", 0.5, momentum=0.9, every=5),
     "mlp_nan_loss_first": Spec((64, 64, 64, 64), "relu", 0.5, momentum=0.9, every=5),
+    "lr_step_typo": Spec((64, 64), "tanh", 0.01, momentum=0.9, steps=60, schedule=lr_step_typo),
+    "loss_spike_recovers": Spec((64, 64), "tanh", 0.01, momentum=0.9, steps=80, schedule=lr_spike),
 }
 
 
@@ -80,16 +109,13 @@ def write_run(log_dir: Path, spec: Spec) -> Truth:
     from gradcheck.torch import log_gradients
 
     torch.manual_seed(spec.seed)
-    x = torch.randn(512, 20) * spec.input_scale
-    y = (x @ torch.randn(20, 1) + 0.1 * torch.randn(512, 1)) * spec.target_scale
-    activation = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh}[spec.activation]
-    layers: list[Any] = []
-    width = 20
-    for size in spec.hidden:
-        layers += [torch.nn.Linear(width, size), activation()]
-        width = size
-    model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 1))
-    optimizer = torch.optim.SGD(model.parameters(), lr=spec.learning_rate, momentum=spec.momentum)
+    x, y, model = _rnn(torch, spec) if spec.model == "rnn" else _mlp(torch, spec)
+    if spec.optimizer == "adam":
+        optimizer: Any = torch.optim.Adam(model.parameters(), lr=spec.learning_rate)
+    else:
+        optimizer = torch.optim.SGD(
+            model.parameters(), lr=spec.learning_rate, momentum=spec.momentum
+        )
     scheduler = (
         torch.optim.lr_scheduler.LambdaLR(optimizer, spec.schedule) if spec.schedule else None
     )
@@ -119,6 +145,38 @@ def write_run(log_dir: Path, spec: Spec) -> Truth:
             scheduler.step()
     writer.close()
     return truth
+
+
+def _mlp(torch: Any, spec: Spec) -> tuple[Any, Any, Any]:
+    """Inputs, targets (a noisy linear function) and an MLP of ``spec.hidden`` layers."""
+    x = torch.randn(512, 20) * spec.input_scale
+    y = (x @ torch.randn(20, 1) + 0.1 * torch.randn(512, 1)) * spec.target_scale
+    activation = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh}[spec.activation]
+    layers: list[Any] = []
+    width = 20
+    for size in spec.hidden:
+        layers += [torch.nn.Linear(width, size), activation()]
+        width = size
+    return x, y, torch.nn.Sequential(*layers, torch.nn.Linear(width, 1))
+
+
+def _rnn(torch: Any, spec: Spec) -> tuple[Any, Any, Any]:
+    """Sequences of 20 steps of 4 inputs, the running sum of the first input as the target,
+    and a one-layer tanh RNN of width ``spec.hidden[0]`` with a linear read-out."""
+
+    class Recurrent(torch.nn.Module):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn = torch.nn.RNN(4, spec.hidden[0], batch_first=True)
+            self.out = torch.nn.Linear(spec.hidden[0], 1)
+
+        def forward(self, inputs: Any) -> Any:
+            states, _ = self.rnn(inputs)
+            return self.out(states)
+
+    x = torch.randn(512, 20, 4) * spec.input_scale
+    y = torch.cumsum(x[..., :1], dim=1) * spec.target_scale
+    return x, y, Recurrent()
 
 
 def write_runs(out: Path, only: list[str] | None = None) -> dict[str, tuple[Path, Truth]]:

@@ -35,7 +35,8 @@ def defaults() -> dict[str, str]:
     [
         (
             {"INPUT_PATHS": "logs/"},
-            "analyze logs/ --fail-on nan,exploding --format github --report html:F/gradcheck.html",
+            "analyze logs/ --fail-on nan,exploding,diverging --format github "
+            "--report html:F/gradcheck.html",
         ),
         (
             {

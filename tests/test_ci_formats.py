@@ -76,7 +76,7 @@ def test_github_errors_for_fail_on_and_warnings_for_the_other_findings() -> None
         "fix: Lower the learning rate or clip the global gradient norm.",  # not a known hint
     ]
     name, _, summary = commands[-1]
-    assert name == "notice" and summary.endswith("1 run failing --fail-on nan,exploding")
+    assert name == "notice" and summary.endswith("1 run failing --fail-on nan,exploding,diverging")
     every = GithubFormatter(FormatOptions(fail_on=parse_fail_on("any"))).format(sample_report())
     assert sum(line.startswith("::error ") for line in every.splitlines()) == 4
     none = GithubFormatter(FormatOptions(fail_on=parse_fail_on("none"))).format(sample_report())
@@ -185,7 +185,7 @@ def test_junit_structure() -> None:
     failures = {
         case.get("name"): case.find("failure") for case in cases if case.find("failure") is not None
     }
-    assert list(failures) == ["fc1.weight", "fc2.weight"]  # the default --fail-on nan,exploding
+    assert list(failures) == ["fc1.weight", "fc2.weight"]  # the default --fail-on
     assert troubled.get("failures") == "2" and troubled.get("errors") == "0"
     failure = failures["fc1.weight"]
     assert failure is not None and failure.get("type") == "nan"

@@ -311,7 +311,15 @@ def test_python_dash_m_gradcheck() -> None:
 def test_parse_fail_on() -> None:
     assert parse_fail_on("nan,exploding") == {"nan", "exploding"}
     assert parse_fail_on(" NaN , static ") == {"nan", "static"}
-    assert parse_fail_on("any") == {"nan", "exploding", "vanishing", "static", "slow", "overflow"}
+    assert parse_fail_on("any") == {
+        "nan",
+        "exploding",
+        "diverging",
+        "vanishing",
+        "static",
+        "slow",
+        "overflow",
+    }
     assert parse_fail_on("none") == frozenset()
     for bad in ("ok", "", "any,nan", "explode"):
         with pytest.raises(ConfigError):

@@ -123,8 +123,8 @@ def test_healthy_run_has_no_flag_and_every_parameter_is_reported() -> None:
     report = analyze(healthy_mlp(), scalars={"loss": lambda s: 2.0 / (1 + s)})
     assert [result.verdict for result in report.layers] == ["ok"] * 3
     assert report.counts == {
-        "nan": 0, "exploding": 0, "vanishing": 0, "static": 0, "slow": 0, "overflow": 0,
-        "ok": 3,
+        "nan": 0, "exploding": 0, "diverging": 0, "vanishing": 0, "static": 0, "slow": 0,
+        "overflow": 0, "ok": 3,
     }  # fmt: skip
     fc0 = layer(report, "fc0.weight")
     assert (fc0.weight_tag, fc0.grad_tag, fc0.depth) == ("fc0.weight", "fc0.weight/grad", 0)

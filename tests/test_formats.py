@@ -201,7 +201,8 @@ def test_json_follows_the_schema() -> None:
     assert troubled["clipping"]["max"] is None and troubled["clipping"]["suggested_clip_norm"] == 5
     assert healthy["layers"][0]["grad_tag"] is None
     assert troubled["counts"] == {
-        "nan": 1, "exploding": 1, "vanishing": 1, "static": 1, "slow": 0, "overflow": 0, "ok": 2
+        "nan": 1, "exploding": 1, "diverging": 0, "vanishing": 1, "static": 1, "slow": 0,
+        "overflow": 0, "ok": 2,
     }  # fmt: skip
     assert troubled["judgeable"] is True and troubled["gradients"] == "per_parameter"
     assert troubled["holds"] is None and troubled["notes"] == []

@@ -162,7 +162,9 @@ def test_exploding_linear_model_is_flagged_from_its_third_step(
 @pytest.mark.slow
 def test_exploding_hf_run_is_flagged_on_its_global_norm(library_logs: LibraryLogs) -> None:
     rows = judged(report_of(library_logs, "hf-trainer", "exploding"))
-    assert rows == {GLOBAL_NORM_ROW: ("exploding", ("exploding",), 5, {"exploding": 5})}
+    # the loss is scaled 1.5x a step from the start: the norm climbs from its first logged step
+    # (the Trainer's step 1), which is the onset (issue 30's onset rule; was 5)
+    assert rows == {GLOBAL_NORM_ROW: ("exploding", ("exploding",), 1, {"exploding": 1})}
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ def command_line(inputs: Mapping[str, str], folder: Path) -> list[str]:
     if not paths:
         raise SystemExit("gradcheck action: the 'paths' input is empty: give the log directories")
     command = [sys.executable, "-m", "gradcheck", "analyze", *paths]
-    command += ["--fail-on", inputs.get("INPUT_FAIL_ON", "").strip() or "nan,exploding"]
+    command += ["--fail-on", inputs.get("INPUT_FAIL_ON", "").strip() or "nan,exploding,diverging"]
     command += ["--format", "github"]  # which appends the Markdown report to the step summary
     if _true(inputs.get("INPUT_HTML_REPORT", "true")):
         command += ["--report", f"html:{folder / 'gradcheck.html'}"]

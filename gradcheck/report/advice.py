@@ -53,6 +53,10 @@ SHORT: dict[str, Advice] = {
         "learning rate too large, or no gradient clipping",
         "lower the learning rate, clip the global gradient norm, warm up",
     ),
+    hints.DIVERGING: Advice(
+        "the training loss rose orders of magnitude and never came back",
+        "lower the learning rate 10x, warm up; clipping alone does not fix it",
+    ),
     hints.EXPLODING_DWARF: Advice(
         "gradients far larger than their weights: a summed loss, raw targets",
         "lower the learning rate; average the loss, normalise the targets",

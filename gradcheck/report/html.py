@@ -48,7 +48,7 @@ p,h1,h2,h3{overflow-wrap:anywhere}.plotly-graph-div{max-width:100%;overflow:hidd
 .scroll{overflow-x:auto}table{border-collapse:collapse;font-size:.9em}
 th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;white-space:nowrap}
 th{cursor:pointer;user-select:none;background:#f6f6f6}td.num{text-align:right}
-.nan,.exploding{color:#b00020;font-weight:bold}.vanishing{color:#8a6d00}.static{color:#6a3d9a}
+.nan,.exploding,.diverging{color:#b00020;font-weight:bold}.vanishing{color:#8a6d00}.static{color:#6a3d9a}
 .slow{color:#795548}.overflow{color:#1f5fa8}.ok{color:#2e7d32}.hint{color:#555}.chart{width:100%}
 .diverging{color:#b00020}.unjudged{color:#777}.meta{color:#555;margin:.2em 0}
 .advice td{border:0;white-space:normal;padding:1px 8px}.advice td:first-child{font-weight:bold}

@@ -30,6 +30,7 @@ from gradcheck.report.view import (
 MARKS = {
     "nan": "🟥",
     "exploding": "🟥",
+    "diverging": "🟧",
     "vanishing": "🟨",
     "static": "🟪",
     "slow": "🟫",

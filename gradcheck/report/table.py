@@ -243,7 +243,8 @@ def _judged_line(run: RunReport, view: LayerView, counts: Mapping[str, int], pre
     judged = judged_phrase(run, view.layers)
     if not view.rows:
         return f"all healthy: {judged}"
-    judged = judged.split(" of ", 1)[1]  # what could not be judged: the run's notes say
+    if " of " in judged:  # what could not be judged: the run's notes say
+        judged = judged.split(" of ", 1)[1]
     under = f" under {prefix}" if prefix else ""
     return f"{judged}{under}: {counts_phrase(counts)}"
 

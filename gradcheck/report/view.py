@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gradcheck.model import (
-    GLOBAL_NORM_ROW,
+    LOSS_ROW,
+    RUN_ROWS,
     VERDICTS,
     ClipInfo,
     LayerResult,
@@ -129,13 +130,15 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-CLIP_VERDICTS = ("nan", "exploding", "diverging")
-"""Verdicts after which clipping advice applies: the run blew up, went NaN or diverged."""
+CLIP_VERDICTS = ("nan", "exploding")
+"""Verdicts after which clipping advice applies: the run blew up or went NaN. Not after a
+loss that diverged alone: clipping does not prevent that (the ``diverging`` evidence says what
+the clip did), a lower learning rate does."""
 
 
 def clipping_applies(run: RunReport, asked: bool = False) -> bool:
     """Whether a human format shows the run's global norm and clipping advice: when asked
-    (``--clip``), when the run blew up, went NaN or diverged, or when its clip is worth a word
+    (``--clip``), when the run blew up or went NaN, or when its clip is worth a word
     (``ClipInfo.noteworthy``). Not for a healthy run, nor a slow one (there a clip is the
     wrong fix: the learning rate is too small)."""
     if run.clipping is None:
@@ -153,11 +156,16 @@ def judged_phrase(run: RunReport, layers: int | None = None) -> str:
         "global": "weights and the global gradient norm" if weights else "the global gradient norm",
         "none": "weights",
     }[run.gradients]
-    parameters = sum(layer.name != GLOBAL_NORM_ROW for layer in run.layers)
+    parameters = sum(layer.name not in RUN_ROWS for layer in run.layers)
+    loss = any(layer.name == LOSS_ROW for layer in run.layers)
+    if loss and not parameters:
+        return f"{kinds} and the training loss"
     text = f"{kinds} of {plural(parameters, 'parameter')}"
+    if loss and layers is not None:
+        layers -= 1  # the training loss's row is no layer
     if layers is not None and layers not in (parameters, 1):
         text += f" in {plural(layers, 'layer')}"
-    return text
+    return text + (" and the training loss" if loss else "")
 
 
 CLIP_KIND_PHRASE = {

@@ -64,6 +64,14 @@ class Config:
     blow-up whatever the loss does (the loss lags the gradients: it rises once the weights have
     been thrown off)."""
 
+    # --- diverging -----------------------------------------------------------------------
+    diverge_factor: float = 100.0
+    """The training loss this many times its start (the median of the logged values before it
+    left them), sustained as for ``explode_sustain_steps`` (or a single value
+    ``explode_spike_factor`` times it), while it never comes back below its start: diverging.
+    Two orders of magnitude, as for a gradient (``explode_factor``): a working run's loss
+    falls from its start, and a loss spike that training recovers from comes back below it."""
+
     # --- vanishing -----------------------------------------------------------------------
     vanish_depth_ratio: float = 1e-3
     """Gradient RMS (median over steps) below this fraction of the run's largest layer is
@@ -169,8 +177,8 @@ class Config:
     weight_pattern: str | None = None
     """Default for ``--weight-pattern``."""
     fail_on: str | None = None
-    """Default for ``--fail-on`` (comma list of nan, exploding, vanishing, static, slow,
-    overflow; any; none)."""
+    """Default for ``--fail-on`` (comma list of nan, exploding, diverging, vanishing, static,
+    slow, overflow; any; none)."""
 
     def __post_init__(self) -> None:
         _check_ranges(self)
@@ -217,6 +225,7 @@ RANGES: dict[str, Range] = {
     "grad_to_weight_ratio": _POSITIVE,
     "weight_growth_factor": _FACTOR,
     "explode_veto_limit": _FACTOR,
+    "diverge_factor": _FACTOR,
     "vanish_depth_ratio": _FRACTION,
     "vanish_depth_ratio_stalled": _FRACTION,
     "loss_stalled_ratio": _FRACTION,

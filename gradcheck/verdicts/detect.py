@@ -18,6 +18,7 @@ import numpy as np
 
 from gradcheck.model import (
     GLOBAL_NORM_ROW,
+    LOSS_ROW,
     VERDICTS,
     GradientCoverage,
     LayerResult,
@@ -54,7 +55,7 @@ from gradcheck.verdicts.rules import (
     Excuse,
     Finding,
     RunContext,
-    align_layer_onsets,
+    align_event_onsets,
     early_and_late,
     find_exploding,
     find_nan,
@@ -66,7 +67,7 @@ from gradcheck.verdicts.rules import (
     rank_nan,
     rms_early_and_late,
 )
-from gradcheck.verdicts.rules.diverging import loss_blow_up
+from gradcheck.verdicts.rules.diverging import find_diverging, loss_blow_up, trainer_clips
 from gradcheck.verdicts.rules.slow import run_updates, sgd_ratio
 from gradcheck.verdicts.rules.static import reference_movements
 from gradcheck.verdicts.signals import (
@@ -103,7 +104,9 @@ def analyze_run(
     if open_end:
         context = dataclasses.replace(context, open_end=True)
     outcomes = {p.name: _outcomes(p, context, BLOW_UP_RULES) for p in parameters}
-    findings = align_layer_onsets({name: found for name, (found, _) in outcomes.items()})
+    findings = align_event_onsets(
+        {name: found for name, (found, _) in outcomes.items()}, context.gradients, config
+    )
     notes = {name: excused for name, (_, excused) in outcomes.items()}
     _rank_nan_findings(parameters, findings)
     # Vanishing and static are judged on the healthy steps only: after a blow-up, saturated
@@ -139,6 +142,7 @@ def analyze_run(
     layers = [
         _layer_result(p, findings[p.name], notes[p.name], context, charts, rise) for p in parameters
     ]
+    layers += _loss_row(data, loss, norms, context, layers, charts)
     layers.sort(key=lambda layer: (-layer.severity, layer.depth))
     counts: dict[str, int] = {v: sum(layer.verdict == v for layer in layers) for v in VERDICTS}
     slow = {layer.name for layer in layers if "slow" in layer.flags}
@@ -160,6 +164,46 @@ def analyze_run(
         hparams=dict(data.hparams),
         damage=_damage(data),
     )
+
+
+def _loss_row(
+    data: RunData,
+    loss: ScalarSeries | None,
+    norms: list[GlobalNorm],
+    context: RunContext,
+    layers: list[LayerResult],
+    charts: bool,
+) -> list[LayerResult]:
+    """The ``(training loss)`` row of a run whose training loss diverged (``diverging``), when
+    no parameter already says the run blew up (``nan``, ``exploding``: their hint names the
+    loss's rise where it came first)."""
+    if loss is None or any(f in ("nan", "exploding") for layer in layers for f in layer.flags):
+        return []
+    found = find_diverging(loss, norms, context.clip_ceiling, trainer_clips(data), context.config)
+    if found is None:
+        return []
+    label = f"training loss ({loss.tag})"
+    return [
+        LayerResult(
+            name=LOSS_ROW,
+            weight_tag=None,
+            grad_tag=None,
+            verdict="diverging",
+            flags=("diverging",),
+            severity=found.severity,
+            first_bad_step=found.first_bad_step,
+            evidence=f"diverging: {found.evidence}",
+            hint=found.hint,
+            depth=len(layers),
+            stats={key: _json_safe(value) for key, value in found.numbers.items()},
+            trend=downsample(loss.values),
+            trend_of=label,
+            onsets={"diverging": found.first_bad_step} if found.first_bad_step is not None else {},
+            series=chart_series(label, loss.steps, loss.values, np.empty(0, dtype=np.int64))
+            if charts
+            else None,
+        )
+    ]
 
 
 def run_parameters(

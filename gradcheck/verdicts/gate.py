@@ -6,7 +6,7 @@ from gradcheck.errors import ConfigError
 from gradcheck.model import VERDICTS, LayerResult, Report, RunReport, Verdict
 
 FINDINGS: tuple[Verdict, ...] = tuple(v for v in VERDICTS if v != "ok")
-DEFAULT_FAIL_ON = "nan,exploding"
+DEFAULT_FAIL_ON = "nan,exploding,diverging"
 
 
 def parse_fail_on(text: str) -> frozenset[Verdict]:

@@ -99,6 +99,12 @@ def nan_hint(loss_scaling: bool) -> str:
     return NAN_SCALED if loss_scaling else NAN_PLAIN
 
 
+DIVERGING = (
+    "The training loss diverged: the learning rate is too large for this model (clipping bounds "
+    "each update's length, not whether it helps, so a clipped run diverges too): lower the "
+    "learning rate (10x), add warm-up, and check that inputs and targets are normalised and the "
+    "loss averaged, not summed."
+)
 EXPLODING_RISE = (
     "Learning rate too large or no gradient clipping: lower the learning rate, clip the global "
     "norm (see the suggested clip norm), add warm-up; unnormalised inputs or targets and "

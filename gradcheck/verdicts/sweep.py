@@ -47,6 +47,7 @@ FINDING = "finding"
 PHRASES = {
     "nan": "went NaN",
     "exploding": "exploded",
+    "diverging": "diverged",
     "vanishing": "had vanishing gradients",
     "static": "had static weights",
     "slow": "learned slowly",

@@ -8,14 +8,14 @@ from gradcheck.verdicts.rules.base import (
     gradient_level,
     rms_early_and_late,
 )
-from gradcheck.verdicts.rules.exploding import align_layer_onsets, find_exploding, grad_to_weight
+from gradcheck.verdicts.rules.exploding import align_event_onsets, find_exploding, grad_to_weight
 from gradcheck.verdicts.rules.nan import find_nan, rank_nan
 from gradcheck.verdicts.rules.slow import find_slow
 from gradcheck.verdicts.rules.static import find_static
 from gradcheck.verdicts.rules.vanishing import find_vanishing
 
 __all__ = [
-    "align_layer_onsets",
+    "align_event_onsets",
     "Excuse",
     "Finding",
     "RunContext",

@@ -21,6 +21,7 @@ from gradcheck.verdicts.signals import GradientSignal, Movement, Parameter, Weig
 BASE_SEVERITY: Mapping[Verdict, float] = {
     "nan": 4.0,
     "exploding": 3.0,
+    "diverging": 2.5,
     "vanishing": 2.0,
     "static": 1.0,
     "slow": 0.75,

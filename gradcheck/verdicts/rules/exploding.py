@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -16,6 +15,13 @@ from gradcheck.verdicts import hints
 from gradcheck.verdicts.clipping import pinned_ceiling
 from gradcheck.verdicts.config import Config
 from gradcheck.verdicts.numeric import median, nan_to_num, nanmedian
+from gradcheck.verdicts.onset import (
+    MIN_NOISE_CHANGES,
+    MIN_TREND_VALUES,
+    NEAR_BASELINE,
+    level_of,
+    onset_position,
+)
 from gradcheck.verdicts.rules.base import (
     Excuse,
     Finding,
@@ -25,20 +31,7 @@ from gradcheck.verdicts.rules.base import (
     rms_early_and_late,
     severity,
 )
-from gradcheck.verdicts.signals import Parameter, common_steps
-
-NEAR_BASELINE = 2.0  # a rise departs from the baseline after the last step within 2x of it
-
-# The onset of a rise walks back from its departure (the first step above 2x the baseline) over
-# the steps that climb: each at least RISE_STEP times the one before it and beyond the series'
-# noise, NOISE_MARGIN times its median step-to-step change on a log scale (over the steps
-# before the departure; with fewer than MIN_NOISE_CHANGES of them, no walk). A norm that had
-# converged far below its early baseline starts climbing well before it leaves 2x of it; a
-# noisy norm's chance swing up just before a jump stays below the margin. The onset is never
-# later than the departure.
-RISE_STEP = 1.1
-NOISE_MARGIN = 2.0
-MIN_NOISE_CHANGES = 3
+from gradcheck.verdicts.signals import GradientSignal, Parameter, common_steps
 
 
 @dataclass(frozen=True)
@@ -47,7 +40,7 @@ class Rise:
 
     baseline: float
     peak_ratio: float
-    onset_step: int  # first step of the climb that leads to the episode
+    onset_step: int  # first step of the climb that leads to the episode (:mod:`.onset`)
     departure_step: int  # first step of that climb above 2x the baseline
     first_above_step: int
     last_above_step: int  # last step of the qualifying episode
@@ -104,7 +97,7 @@ def rises(
             yield Rise(
                 baseline=baseline,
                 peak_ratio=float(np.nanmax(ratio[start:])),
-                onset_step=int(steps[_climb_start(positive, departure)]),
+                onset_step=int(steps[rise_onset(positive, steps, start, baseline, config)]),
                 departure_step=int(steps[departure]),
                 first_above_step=int(steps[start]),
                 last_above_step=int(steps[end - 1]),
@@ -129,20 +122,16 @@ def _departure(ratio: np.ndarray, first_above: int) -> int:
     return index
 
 
-def _climb_start(positive: np.ndarray, departure: int) -> int:
-    """The first index of the climb that reaches ``departure`` (see the comment above
-    ``RISE_STEP``); zero and NaN stop the walk."""
-    with np.errstate(invalid="ignore"):
-        logs = np.log(positive[: departure + 1])
-    changes = np.abs(np.diff(logs[:departure]))
-    changes = changes[np.isfinite(changes)]
-    if changes.size < MIN_NOISE_CHANGES:
-        return departure
-    least = max(math.log(RISE_STEP), NOISE_MARGIN * median(changes))
-    index = departure
-    while index > 0 and logs[index] - logs[index - 1] >= least:
-        index -= 1
-    return min(index + 1, departure)
+def rise_onset(
+    positive: np.ndarray, steps: np.ndarray, crossing: int, baseline: float, config: Config
+) -> int:
+    """Index of the onset of the episode first above the threshold at ``crossing``
+    (:func:`.onset.onset_position`), over the positive finite values up to it (a NaN or an
+    exact zero is no level: a gradient skipped by loss scaling, units killed by the blow-up)."""
+    usable = np.isfinite(positive[: crossing + 1]).nonzero()[0]
+    window = max(MIN_TREND_VALUES, baseline_size(int(np.isfinite(positive).sum()), config))
+    found = onset_position(positive[usable], steps[usable], usable.size - 1, window, baseline)
+    return int(usable[found])
 
 
 def _after_episode(
@@ -277,25 +266,67 @@ def _largest_levels_during(
     return found
 
 
-def align_layer_onsets(findings: Mapping[str, list[Finding]]) -> dict[str, list[Finding]]:
-    """A bias (or BatchNorm beta) whose gradient rise began while its layer's weight (gamma)
-    was already rising gets the weight's onset: both are driven by the same error flowing back
-    into the layer, and the bias's gradient (the error summed over the batch) is the noisier
-    one, so its own climb stands out of its noise later."""
+def align_event_onsets(
+    findings: Mapping[str, list[Finding]],
+    gradients: Mapping[str, GradientSignal],
+    config: Config,
+) -> dict[str, list[Finding]]:
+    """The gradient rises of one blow-up (episodes that overlap in time, from onset to the
+    last step above the threshold) get one onset, the earliest of them: the same error flows
+    back through every layer, and a noisier gradient (a bias's: the error summed over the
+    batch) stands out of its noise later. A parameter keeps its own later onset only when its
+    own series says so: every value it logged from the earliest onset to its own lies within
+    the band of its level before (:func:`.onset.level_of`)."""
+    rises = sorted(
+        (f.first_bad_step, name, f)
+        for name, found in findings.items()
+        if (f := _gradient_rise_of(found)) is not None
+        and f.first_bad_step is not None
+        and f.until_step is not None
+    )
     aligned = dict(findings)
-    for name, found in findings.items():
-        rise = _gradient_rise_of(found)
-        if rise is None or rise.first_bad_step is None:
-            continue
-        for sibling in hints.sibling_weights(name):
-            leader = _gradient_rise_of(findings.get(sibling, []))
-            if leader is None or leader.first_bad_step is None or leader.until_step is None:
-                continue
-            if leader.first_bad_step < rise.first_bad_step <= leader.until_step:
-                aligned[name] = [_follow(f, sibling, leader.first_bad_step) if f is rise else f
-                                 for f in found]  # fmt: skip
-                break
+    for event in _overlapping(rises):
+        onset, leader, _ = event[0]
+        for own, name, rise in event[1:]:
+            if own > onset and not _departed_later(gradients.get(name), onset, own, config):
+                aligned[name] = [
+                    _follow(f, name, leader, onset) if f is rise else f for f in findings[name]
+                ]
     return aligned
+
+
+def _overlapping(
+    rises: list[tuple[int, str, Finding]],
+) -> list[list[tuple[int, str, Finding]]]:
+    """``rises`` (by onset) in groups whose episodes overlap, each in onset order."""
+    events: list[list[tuple[int, str, Finding]]] = []
+    end = -1
+    for rise in rises:
+        last = rise[2].until_step
+        assert last is not None
+        if events and rise[0] <= end:
+            events[-1].append(rise)
+            end = max(end, last)
+        else:
+            events.append([rise])
+            end = last
+    return events
+
+
+def _departed_later(gradient: GradientSignal | None, onset: int, own: int, config: Config) -> bool:
+    """Whether ``gradient`` stayed within the band of its level (the early baseline's number
+    of values before ``onset``) at every step it logged from ``onset`` to ``own``."""
+    if gradient is None:
+        return False
+    usable = np.isfinite(gradient.norm) & (gradient.norm > 0)
+    values, steps = gradient.norm[usable], gradient.steps[usable]
+    window = baseline_size(values.size, config)
+    before = (steps < onset).nonzero()[0][-window:]
+    between = (steps >= onset) & (steps < own)
+    if before.size < MIN_NOISE_CHANGES or not between.any():
+        return False  # nothing to say otherwise with
+    level = level_of(values[before], steps[before])
+    return bool((values[between] <= level.band * level.at(steps[between])).all())
 
 
 def _gradient_rise_of(found: list[Finding]) -> Finding | None:
@@ -303,8 +334,9 @@ def _gradient_rise_of(found: list[Finding]) -> Finding | None:
     return next((f for f in found if "grad_rise_factor" in f.numbers), None)
 
 
-def _follow(finding: Finding, leader: str, onset: int) -> Finding:
-    evidence = f"{finding.evidence} ({leader}, in the same layer, from step {onset})"
+def _follow(finding: Finding, name: str, leader: str, onset: int) -> Finding:
+    where = "in the same layer" if leader in hints.sibling_weights(name) else "in the same blow-up"
+    evidence = f"{finding.evidence} ({leader}, {where}, from step {onset})"
     numbers = {**finding.numbers, "explode_onset_step": onset}
     return dataclasses.replace(finding, first_bad_step=onset, evidence=evidence, numbers=numbers)
 
