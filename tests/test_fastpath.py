@@ -29,7 +29,7 @@ from gradcheck.events.steps import StepWindow
 from gradcheck.events.wire import EVENT_SUMMARY, event_head
 from gradcheck.model import STAT_NAMES, HistogramRecord, RunData
 from gradcheck.series import reduce
-from gradcheck.series.reduce import FINGERPRINT_WEIGHTS, reduce_histograms
+from gradcheck.series.batch import FINGERPRINT_WEIGHTS, reduce_histograms
 from gradcheck.series.stats import histogram_stats_batch
 from tests import eventfiles as ef
 from tests.test_reader import keras3_step

@@ -9,18 +9,13 @@ from typing import Protocol
 
 import numpy as np
 
-from gradcheck.engine.fastpath import (
-    FLAG_RESTART,
-    K_SIMPLE,
-    Columns,
-    RangeReader,
-    ScannerState,
-)
+from gradcheck.engine.fastpath import Columns, RangeReader, ScannerState
 from gradcheck.engine.parts import file_info
 from gradcheck.events.reader import collision_notice, restart_notice, unreadable
 from gradcheck.events.steps import StepWindow
 from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, open_binary
 from gradcheck.model import Record, Run
+from gradcheck.native.shared import ENCODING_OF_KIND, FLAG_RESTART, K_SIMPLE
 
 
 @dataclass(frozen=True)
@@ -97,9 +92,6 @@ class _CensusReader(RangeReader):
         self.census.add_values(self.run, self.path, _value_groups(c, rows, tags))
 
 
-_ENCODING_OF_KIND = ("histo", "tensor", "simple_value", "tensor")
-
-
 def _value_groups(c: Columns, rows: int, tags: list[str]) -> ValueGroups:
     """The batch's values grouped by series (see :class:`ValueGroups`)."""
     kinds = c.kinds[:rows]
@@ -126,7 +118,7 @@ def _value_groups(c: Columns, rows: int, tags: list[str]) -> ValueGroups:
     ]  # fmt: skip
     return ValueGroups(
         series=series,
-        encodings=[_ENCODING_OF_KIND[kind] for kind in kinds[heads].tolist()],
+        encodings=[ENCODING_OF_KIND[kind] for kind in kinds[heads].tolist()],
         first_steps=np.minimum.reduceat(steps, starts).tolist(),
         last_steps=np.maximum.reduceat(steps, starts).tolist(),
         counts=counts.tolist(),

@@ -42,7 +42,20 @@ from gradcheck.model import (
     ScalarRecord,
 )
 from gradcheck.native import extension
-from gradcheck.series.reduce import FINGERPRINT_WEIGHTS, BucketMatrices, Reducer, reduce_by_width
+from gradcheck.native.shared import (
+    ENCODINGS,
+    FLAG_PENDING,
+    FLAG_RESTART,
+    K_HISTO,
+    K_SIMPLE,
+    K_TENSOR_HIST,
+    STOP_FULL,
+    STOP_LIMIT,
+    STOP_MORE,
+    WHATS,
+)
+from gradcheck.series.batch import FINGERPRINT_WEIGHTS, BucketMatrices, reduce_by_width
+from gradcheck.series.reduce import Reducer
 
 ROWS = 8192
 """Values per batch at most: fewer, larger batches are faster, but hold more memory
@@ -51,11 +64,6 @@ DATA = 3 << 19  # float64 bucket numbers per batch (12 MB): wide histograms fill
 CHUNK = 16 << 20  # bytes read at a time
 
 FRAMING_BYTES = HEADER_SIZE + FOOTER_SIZE  # a record's bytes around its payload
-STOP_FULL, STOP_MORE, STOP_DAMAGE, STOP_FALLBACK, STOP_LIMIT = range(5)
-K_HISTO, K_TENSOR_HIST, K_SIMPLE, K_TENSOR_SCALAR = range(4)
-FLAG_RESTART, FLAG_PENDING = 1, 2
-_WHATS = {0: "", 3: "file_version", 5: "summary"}
-_ENCODINGS = {0: "histo", 1: "tensor", 2: "simple_value"}
 
 
 def available() -> bool:
@@ -283,8 +291,8 @@ class RangeReader:
         tally = self.tally
         tally.records += records
         tally.events += events
-        tally.whats.update(name for bit, name in _WHATS.items() if whats >> bit & 1)
-        tally.encodings.update(name for bit, name in _ENCODINGS.items() if encodings >> bit & 1)
+        tally.whats.update(name for bit, name in WHATS.items() if whats >> bit & 1)
+        tally.encodings.update(name for bit, name in ENCODINGS.items() if encodings >> bit & 1)
         if file_version is not None and tally.file_version is None:
             tally.file_version = file_version
         if writer is not None and tally.writer is None:
@@ -409,7 +417,8 @@ def _in_window(steps: np.ndarray, window: StepWindow) -> np.ndarray | None:
 
 def _reduced(c: Columns, at: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Statistics and fingerprints of the scanned histograms ``at``: in C (``_scan.reduce``,
-    the numpy code's twin) up to 8192 buckets, else with numpy (``series.reduce_by_width``)."""
+    the numpy code's twin) up to 8192 buckets, else with numpy
+    (``series.batch.reduce_by_width``)."""
     if sizes.size and int(sizes.max()) > FINGERPRINT_WEIGHTS.shape[1]:
         return reduce_by_width(sizes, _matrices_of(c, at, sizes))
     rows = np.empty((at.size, len(STAT_NAMES)), dtype=np.float32)

@@ -1,5 +1,5 @@
 """Type stub of the optional C extension ``gradcheck.native._scan`` (see ``_scan.c``; every
-function has a numpy twin that defines its results: ``gradcheck.engine.native``)."""
+function has a numpy twin that defines its results: ``gradcheck.native``)."""
 
 from typing import Any
 
