@@ -41,19 +41,7 @@ from gradcheck.model import (
     RunData,
     ScalarRecord,
 )
-from gradcheck.native import extension
-from gradcheck.native.shared import (
-    ENCODINGS,
-    FLAG_PENDING,
-    FLAG_RESTART,
-    K_HISTO,
-    K_SIMPLE,
-    K_TENSOR_HIST,
-    STOP_FULL,
-    STOP_LIMIT,
-    STOP_MORE,
-    WHATS,
-)
+from gradcheck.native import extension, shared
 from gradcheck.series.batch import FINGERPRINT_WEIGHTS, BucketMatrices, reduce_by_width
 from gradcheck.series.reduce import Reducer
 
@@ -244,13 +232,13 @@ class RangeReader:
             if rows:
                 self._consume(rows)
             self.end = window.base + pos  # the scanner stops at a record's start
-            if stop == STOP_FULL:
+            if stop == shared.STOP_FULL:
                 if not rows:
                     self.columns = columns.grown()
-            elif stop == STOP_LIMIT:
+            elif stop == shared.STOP_LIMIT:
                 self.stopped_at = self.end = window.base + pos
                 return
-            elif stop == STOP_MORE and not window.eof and window.holds(pos, needed):
+            elif stop == shared.STOP_MORE and not window.eof and window.holds(pos, needed):
                 pos = window.fill(pos, max(CHUNK, needed))
             else:  # damage, a record for the reference decoder, a length past the end, the end
                 self.take_tally()
@@ -291,8 +279,10 @@ class RangeReader:
         tally = self.tally
         tally.records += records
         tally.events += events
-        tally.whats.update(name for bit, name in WHATS.items() if whats >> bit & 1)
-        tally.encodings.update(name for bit, name in ENCODINGS.items() if encodings >> bit & 1)
+        tally.whats.update(name for bit, name in shared.WHATS.items() if whats >> bit & 1)
+        tally.encodings.update(
+            name for bit, name in shared.ENCODINGS.items() if encodings >> bit & 1
+        )
         if file_version is not None and tally.file_version is None:
             tally.file_version = file_version
         if writer is not None and tally.writer is None:
@@ -305,7 +295,7 @@ class RangeReader:
         flags = c.flags[:rows]
         tags = self.state.scanner.tags
         if flags.any():
-            for i in np.flatnonzero(flags & FLAG_RESTART).tolist():
+            for i in np.flatnonzero(flags & shared.FLAG_RESTART).tolist():
                 self.restarts = True
                 tag = tags[c.tag_ids[i]]
                 self.reducer.add(
@@ -315,16 +305,16 @@ class RangeReader:
         self.read += rows
         kept = np.flatnonzero(keep) if keep is not None else np.arange(rows)
         self.kept += kept.size
-        if self.keep_unknown and (flags & FLAG_PENDING).any():
+        if self.keep_unknown and (flags & shared.FLAG_PENDING).any():
             self._note_pending(rows, keep, tags)
         kinds = c.kinds[kept]
-        scalar = kept[kinds >= K_SIMPLE]
+        scalar = kept[kinds >= shared.K_SIMPLE]
         for tag_id, step, value in zip(
             c.tag_ids[scalar].tolist(), steps[scalar].tolist(), c.values[scalar].tolist(),
             strict=True,
         ):  # fmt: skip
             self.reducer.add_scalar(tags[tag_id], step, value)
-        histograms = kept[kinds < K_SIMPLE]
+        histograms = kept[kinds < shared.K_SIMPLE]
         if histograms.size:
             self._histograms(histograms, tags)
         if self.on_offset is not None:
@@ -334,8 +324,8 @@ class RangeReader:
         """Count the batch's pending values per tag and kind (vectorised: in a range that
         starts mid-file, every TF2 histogram is pending)."""
         c = self.columns
-        pending = (c.flags[:rows] & FLAG_PENDING) != 0
-        scalar = c.kinds[:rows] >= K_SIMPLE
+        pending = (c.flags[:rows] & shared.FLAG_PENDING) != 0
+        scalar = c.kinds[:rows] >= shared.K_SIMPLE
         inside = np.ones(rows, dtype=bool) if keep is None else keep
         codes = c.tag_ids[:rows].astype(np.int64) * 2 + scalar
         for code in np.unique(codes[pending]).tolist():
@@ -359,7 +349,8 @@ class RangeReader:
         """The reducer's number of the new series whose first value is scanned row ``row``."""
         c = self.columns
         key = (tags[c.tag_ids[row]], int(c.indexes[row]))
-        return self.reducer.series_number(key, "histo" if c.kinds[row] == K_HISTO else "tensor")
+        encoding = "histo" if c.kinds[row] == shared.K_HISTO else "tensor"
+        return self.reducer.series_number(key, encoding)
 
     def result(self, size: int | None) -> RangeResult:
         """What the range gave; ``size`` None when the file could not be opened."""
@@ -440,12 +431,12 @@ def _matrices_of(
 
     def matrices(members: np.ndarray, width: int) -> BucketMatrices:
         rows = at[members]
-        if bool((c.kinds[rows] == K_TENSOR_HIST).all() and (sizes[members] == width).all()):
+        if bool((c.kinds[rows] == shared.K_TENSOR_HIST).all() and (sizes[members] == width).all()):
             return _tensor_matrices(c, rows, width)
         left, right, counts = (np.zeros((rows.size, width)) for _ in range(3))
         _c().gather(c.data, rows, c.starts, c.sizes, c.kinds, left, right, counts)
         fields = c.fields[rows]
-        histo = c.kinds[rows] == K_HISTO
+        histo = c.kinds[rows] == shared.K_HISTO
         if histo.any():
             first = first_left_edges(fields[histo, 0], right[histo, 0], counts[histo, 0])
             left[histo, 0] = first
