@@ -17,12 +17,15 @@ from gradcheck.errors import GradcheckError
 
 EXTRAS: dict[str, str] = {
     "html": "plotly",
+    "parquet": "pyarrow",
     "dask": "dask[distributed]",
     "s3": "s3fs",
     "gcs": "gcsfs",
     "azure": "adlfs",
     "keras": "tensorflow-cpu",
     "torch": "torch",
+    "hf": "transformers",
+    "lightning": "lightning",
 }
 """Each extra of ``pyproject.toml`` and the package it installs (a test keeps them equal)."""
 

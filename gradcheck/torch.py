@@ -35,7 +35,17 @@ from gradcheck.errors import InputError
 
 torch = require("torch", extra="torch", helper="gradcheck.torch")
 
-__all__ = ["GradientSummary", "log_gradients"]
+__all__ = [
+    "GradientSummary",
+    "RawHistogram",
+    "TensorMeasure",
+    "histograms_of",
+    "log_gradients",
+    "measure",
+    "raw_histogram",
+    "scalars_of",
+    "wandb_histograms",
+]
 
 FALLBACK_BUCKETS = 30  # equal-width buckets when the writer's binning cannot be used
 TF_BINS_LIMIT = 1e20  # the largest edge of PyTorch's and tensorboardX's default bins
@@ -153,28 +163,66 @@ def _add_histogram(writer: Any, tag: str, values: Any, step: int, bins: str | in
     return True
 
 
+class RawHistogram(NamedTuple):
+    """A tensor's histogram as ``add_histogram_raw`` takes it: equal-width buckets over its
+    finite values (``edges``: one more than ``counts``; empty when nothing is finite), and the
+    whole tensor's statistics (NaN or Inf when it holds one)."""
+
+    min: float
+    max: float
+    num: int
+    sum: float
+    sum_squares: float
+    edges: np.ndarray
+    counts: np.ndarray
+
+
+def raw_histogram(flat: np.ndarray, squared_norm: float, buckets: int = 0) -> RawHistogram:
+    """The :class:`RawHistogram` of the float64 values ``flat`` (``buckets``: default
+    :data:`FALLBACK_BUCKETS`; ``squared_norm``: their sum of squares, computed already)."""
+    finite = flat[np.isfinite(flat)]
+    if finite.size:
+        edges = equal_width_edges(finite.min(), finite.max(), buckets)
+        counts, _ = np.histogram(finite, bins=edges)
+    else:
+        edges, counts = np.zeros(0), np.zeros(0, dtype=np.int64)
+    return RawHistogram(
+        float(np.min(flat)) if flat.size else 0.0,
+        float(np.max(flat)) if flat.size else 0.0,
+        int(flat.size),
+        float(np.sum(flat)),
+        squared_norm,
+        edges,
+        counts.astype(np.float64),
+    )
+
+
+def add_raw_histogram(writer: Any, tag: str, histogram: RawHistogram, step: int) -> None:
+    """``histogram`` through a SummaryWriter's ``add_histogram_raw``; a tensor without a
+    finite value gets one empty bucket, which keeps its series going."""
+    if histogram.counts.size:
+        limits, counts = histogram.edges[1:].tolist(), histogram.counts.tolist()
+    else:
+        limits, counts = [histogram.max], [0.0]
+    writer.add_histogram_raw(
+        tag,
+        min=histogram.min,
+        max=histogram.max,
+        num=histogram.num,
+        sum=histogram.sum,
+        sum_squares=histogram.sum_squares,
+        bucket_limits=limits,
+        bucket_counts=counts,
+        global_step=step,
+    )
+
+
 def _add_raw_histogram(
     writer: Any, tag: str, flat: np.ndarray, squared_norm: float, step: int, bins: str | int
 ) -> None:
     """Equal-width buckets over the finite values, with the whole tensor's statistics."""
-    finite = flat[np.isfinite(flat)]
-    if finite.size:
-        edges = equal_width_edges(finite.min(), finite.max(), bins if isinstance(bins, int) else 0)
-        counts, _ = np.histogram(finite, bins=edges)
-        limits, bucket_counts = edges[1:].tolist(), counts.astype(np.float64).tolist()
-    else:  # nothing finite to bucket: one empty bucket keeps the series going
-        limits, bucket_counts = [float(np.max(flat))], [0.0]
-    writer.add_histogram_raw(
-        tag,
-        min=float(np.min(flat)),
-        max=float(np.max(flat)),
-        num=int(flat.size),
-        sum=float(np.sum(flat)),
-        sum_squares=squared_norm,
-        bucket_limits=limits,
-        bucket_counts=bucket_counts,
-        global_step=step,
-    )
+    buckets = bins if isinstance(bins, int) else 0
+    add_raw_histogram(writer, tag, raw_histogram(flat, squared_norm, buckets), step)
 
 
 def equal_width_edges(low: float, high: float, buckets: int = 0) -> np.ndarray:
@@ -187,3 +235,75 @@ def equal_width_edges(low: float, high: float, buckets: int = 0) -> np.ndarray:
     edges = np.linspace(low / scale, high / scale, (buckets or FALLBACK_BUCKETS) + 1) * scale
     edges[0], edges[-1] = low, high
     return np.maximum.accumulate(edges)
+
+
+# --------------------------------------------------------------------------------------------
+# Measurements for the trainers' callbacks (gradcheck.hf, gradcheck.lightning): the same
+# numbers as log_gradients, handed to whatever logger the trainer has.
+# --------------------------------------------------------------------------------------------
+
+
+class TensorMeasure(NamedTuple):
+    """One tensor's exact squared L2 norm (float64), NaN/Inf count and, when asked, histogram."""
+
+    squared_norm: float
+    nonfinite: int
+    histogram: RawHistogram | None
+
+
+def measure(tensor: Any, *, histogram: bool = False, buckets: int = 0) -> TensorMeasure:
+    """:class:`TensorMeasure` of ``tensor`` (read only: a float64 copy is measured)."""
+    values = tensor.detach()
+    if values.is_sparse:
+        values = values.to_dense()
+    values = values.to(torch.float64)
+    squared_norm = float(torch.sum(values * values))
+    nonfinite = int(torch.count_nonzero(~torch.isfinite(values)))
+    raw = None
+    if histogram:
+        raw = raw_histogram(values.reshape(-1).cpu().numpy(), squared_norm, buckets)
+    return TensorMeasure(squared_norm, nonfinite, raw)
+
+
+def scalars_of(
+    weights: dict[str, TensorMeasure], gradients: dict[str, TensorMeasure]
+) -> dict[str, float]:
+    """The scalar tags :func:`log_gradients` writes (``weight_norm/<param>``, ...,
+    ``gradient_norm/global``), from the measures of each parameter and of its gradient."""
+    scalars: dict[str, float] = {}
+    for tags, measures in ((logtags.WEIGHT_TAGS, weights), (logtags.GRADIENT_TAGS, gradients)):
+        for name, measured in measures.items():
+            scalars[logtags.tag(tags.norm, name)] = math.sqrt(measured.squared_norm)
+            scalars[logtags.tag(tags.nonfinite, name)] = float(measured.nonfinite)
+    if gradients:
+        total = sum(measured.squared_norm for measured in gradients.values())
+        scalars[logtags.GLOBAL_GRADIENT_NORM] = math.sqrt(total)
+        scalars[logtags.GLOBAL_GRADIENT_NONFINITE] = float(
+            sum(measured.nonfinite for measured in gradients.values())
+        )
+    return scalars
+
+
+def histograms_of(
+    weights: dict[str, TensorMeasure], gradients: dict[str, TensorMeasure]
+) -> dict[str, RawHistogram]:
+    """The histogram tags (``weights/<param>``, ``gradients/<param>``) of the measures that
+    hold one."""
+    found: dict[str, RawHistogram] = {}
+    for tags, measures in ((logtags.WEIGHT_TAGS, weights), (logtags.GRADIENT_TAGS, gradients)):
+        for name, measured in measures.items():
+            if measured.histogram is not None:
+                found[logtags.tag(tags.histogram, name)] = measured.histogram
+    return found
+
+
+def wandb_histograms(histograms: dict[str, RawHistogram]) -> dict[str, Any]:
+    """A ``wandb.Histogram`` of each histogram holding a finite value (``wandb.watch`` also
+    leaves out a tensor without one; gradcheck reads a missing element count as NaN/Inf)."""
+    import wandb
+
+    return {
+        tag: wandb.Histogram(np_histogram=(histogram.counts, histogram.edges))
+        for tag, histogram in histograms.items()
+        if histogram.counts.size
+    }

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-FRAMEWORKS = ("tensorflow", "torch", "keras")
+FRAMEWORKS = ("tensorflow", "torch", "keras", "transformers", "lightning", "wandb", "mlflow")
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 

@@ -12,6 +12,7 @@ import pytest
 import gradcheck
 from gradcheck import api
 from gradcheck.errors import InputError
+from gradcheck.export import table
 from gradcheck.model import STAT_NAMES, FileInfo, HistogramRecord, ScalarRecord
 from gradcheck.series.stats import histogram_stats
 from tests import eventfiles as ef
@@ -71,7 +72,7 @@ def test_records_frame_statistics_match_histogram_stats_per_record() -> None:
     # More histograms than one batch, of different bucket counts, interleaved with scalars.
     rng = np.random.default_rng(1)
     records: list = []
-    for step in range(api.BATCH_SIZE + 40):
+    for step in range(table.BATCH_SIZE + 40):
         values = rng.normal(size=50) * (step + 1)
         bins = 5 + step % 3
         counts, edges = np.histogram(values, bins=bins)
@@ -84,9 +85,9 @@ def test_records_frame_statistics_match_histogram_stats_per_record() -> None:
         )  # fmt: skip
         records.append(ScalarRecord("run", "f", 0, "loss", step, 1.0, "simple_value", step))
     frame = api.records_frame(records)
-    assert len(frame) == 2 * (api.BATCH_SIZE + 40)
+    assert len(frame) == 2 * (table.BATCH_SIZE + 40)
     histograms = frame[frame.kind == "histogram"].reset_index(drop=True)
-    for position in (0, 1, 2, api.BATCH_SIZE - 1, api.BATCH_SIZE, len(histograms) - 1):
+    for position in (0, 1, 2, table.BATCH_SIZE - 1, table.BATCH_SIZE, len(histograms) - 1):
         record = records[2 * position]
         expected = histogram_stats(
             record.left, record.right, record.counts, min=record.min, max=record.max,
@@ -97,7 +98,7 @@ def test_records_frame_statistics_match_histogram_stats_per_record() -> None:
         assert row["l2_norm"] == pytest.approx(expected.l2_norm, rel=1e-12)
         assert row["std"] == pytest.approx(expected.std, rel=1e-12)
         assert row["p50"] == pytest.approx(expected.percentiles[50.0], rel=1e-12)
-    assert list(frame[frame.kind == "scalar"]["value"]) == list(range(api.BATCH_SIZE + 40))
+    assert list(frame[frame.kind == "scalar"]["value"]) == list(range(table.BATCH_SIZE + 40))
     assert set(STAT_NAMES) <= set(frame.columns)
 
 
@@ -121,3 +122,28 @@ def test_empty_frame_keeps_its_columns(tmp_path: Path) -> None:
 def test_api_never_imports_tensorflow_or_torch() -> None:
     code = f"import gradcheck; assert len(gradcheck.frame({str(WRITERS)!r})) > 0"
     assert frameworks_imported_by(code) == []
+
+
+def test_frame_has_each_histogram_s_buckets_as_tbparse_gives_them() -> None:
+    records = [r for r in gradcheck.read(str(WRITERS)) if isinstance(r, HistogramRecord)]
+    frame = gradcheck.frame(str(WRITERS))
+    histograms = frame[frame.kind == "histogram"]
+    assert len(histograms) == len(records) == 23
+    for row, record in zip(histograms.itertuples(), records, strict=True):
+        if record.encoding == "histo":  # the proto's bucket_limit and bucket
+            assert np.array_equal(row.limits, record.right)
+            assert np.array_equal(row.counts, record.counts)
+        else:  # TF2 [k, 3]: the first left edge as a limit with count 0
+            assert np.array_equal(row.limits, [record.left[0], *record.right], equal_nan=True)
+            assert np.array_equal(row.counts, [0.0, *record.counts])
+        assert row.buckets == record.counts.size
+    scalars = frame[frame.kind == "scalar"]
+    assert scalars["limits"].isna().all() and scalars["counts"].isna().all()
+    assert {"histo", "tensor"} <= set(histograms["encoding"])
+
+
+def test_frame_without_bucket_arrays_keeps_the_statistics() -> None:
+    light = gradcheck.frame(str(WRITERS / "pytorch"), bucket_arrays=False)
+    full = gradcheck.frame(str(WRITERS / "pytorch"))
+    assert light["limits"].isna().all() and light["counts"].isna().all()
+    assert light.drop(columns=["limits", "counts"]).equals(full.drop(columns=["limits", "counts"]))

@@ -150,6 +150,12 @@ def test_every_extra_names_the_package_it_installs() -> None:
             ("analyze", "s3://bucket/logs"),
             "s3:// needs s3fs: pip install s3fs (gradcheck's s3 extra)",
         ),
+        (
+            "pyarrow",
+            ("export", "sample_runs/torch_clipped", "--format", "parquet"),
+            "gradcheck export to parquet needs pyarrow, which is not installed: "
+            "pip install pyarrow (gradcheck's parquet extra)",
+        ),
     ],
 )
 def test_a_missing_package_is_named_with_a_command_that_installs_it(

@@ -1,10 +1,11 @@
 """The ``gradcheck`` command: parse options, call the core, format, map the outcome to a status.
 
 The only package that imports click. One module per command (``analyze``, ``inspect``,
-``compare``, ``watch``: each a ``click.Command`` added to :data:`cli` here); the options they
-share in ``options``; what they write (stdout, files, stderr, the progress bar) in ``output``;
-every outcome mapped to an exit status in one place, ``outcome.GradcheckGroup.main``. A new
-command is a module beside these, added to :data:`cli` below.
+``compare``, ``watch``, ``export``: each a ``click.Command`` added to :data:`cli` here); the
+options they share in ``options``; what they write (stdout, files, stderr, the progress bar)
+in ``output``; every outcome mapped to an exit status in one place,
+``outcome.GradcheckGroup.main``. A new command is a module beside these, added to :data:`cli`
+below.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from contextlib import suppress
 import click
 
 from gradcheck import __version__
-from gradcheck.cli import analyze, compare, inspect, watch
+from gradcheck.cli import analyze, compare, export, inspect, watch
 from gradcheck.cli.options import (
     COMPARE_FORMAT_CHOICES,
     FORMAT_CHOICES,
@@ -56,7 +57,7 @@ def cli() -> None:
     """
 
 
-for command in (analyze.analyze, inspect.inspect, compare.compare, watch.watch):
+for command in (analyze.analyze, inspect.inspect, compare.compare, watch.watch, export.export):
     cli.add_command(command)
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 FORMAT_CHOICES = ("table", "json", "markdown", "csv", "github", "junit", "html")
 INSPECT_FORMAT_CHOICES = ("table", "json")
 COMPARE_FORMAT_CHOICES = ("table", "json", "markdown", "html")
+EXPORT_FORMAT_CHOICES = ("parquet", "csv", "jsonl")
 DEFAULT_TOP = 20
 
 

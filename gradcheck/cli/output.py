@@ -4,12 +4,11 @@ stderr, the progress bar; the terminal it writes to (:func:`env_of`, injectable 
 
 from __future__ import annotations
 
-import os
-import stat
+import io
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -74,41 +73,16 @@ def emit(text: str | Iterable[str], output: str | None) -> None:
 
 
 def write_whole(path: str, parts: Iterable[str]) -> None:
-    """The document's ``parts``, one after the other, into ``path`` whole or not at all:
-    written to a temporary file in the same folder, flushed to disk, then renamed over
-    ``path`` (atomic), so that a full disk, an interruption or a part that could not be made
-    leaves the file as it was, never truncated. A device or a FIFO (``-o /dev/stdout``) is
-    written directly: it has no file to leave half-written."""
-    target = os.path.realpath(path)  # through a symlink: replace what it points at
-    try:
-        mode = os.stat(target).st_mode
-    except FileNotFoundError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode):
-        with open(target, "w", encoding="utf-8", newline="") as stream:
-            stream.writelines(parts)
-        return
-    folder, name = os.path.split(target)
-    temporary = os.path.join(folder, f".{name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with open(descriptor, "w", encoding="utf-8", newline="") as stream:
-            stream.writelines(parts)
-            stream.flush()
-            os.fsync(descriptor)  # a delayed write error (full disk) shows here, not later
-        os.chmod(temporary, stat.S_IMODE(mode) if mode is not None else _new_file_mode())
-        os.replace(temporary, target)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(temporary)
-        raise
+    """The document's ``parts``, one after the other, into ``path`` (UTF-8) whole or not at
+    all (:func:`gradcheck.files.replacing`): a full disk, an interruption or a part that could
+    not be made leaves the file as it was, never truncated."""
+    from gradcheck.files import replacing
 
-
-def _new_file_mode() -> int:
-    """The permissions ``open(path, "w")`` gives a new file: 0o666 less the umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+    with replacing(path) as binary:
+        stream = io.TextIOWrapper(binary, encoding="utf-8", newline="")
+        stream.writelines(parts)
+        stream.flush()
+        stream.detach()  # the binary stream is replacing's to close
 
 
 DAMAGE_SAID = 10

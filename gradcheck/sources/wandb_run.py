@@ -6,7 +6,12 @@ Read from the file format itself (the W&B SDK is not needed): the framing in
 ``history`` (field 2, a ``HistoryRecord``) is read: one row of ``wandb.log`` per step, its
 ``item``s (field 1) each a ``HistoryItem``: ``key`` (1) or ``nested_key`` (2, the path of a
 nested value), and ``value_json`` (16), the value as JSON. ``_step`` is the row's step and
-``_timestamp`` its wall time; other keys starting with ``_`` are W&B's own.
+``_timestamp`` its wall time; other keys starting with ``_`` are W&B's own. A run a trainer
+logs through W&B holds the trainer's step in every row it logs (``train/global_step``: the HF
+Trainer's ``WandbCallback``; ``trainer/global_step``: Lightning's ``WandbLogger``), which W&B
+plots against (``define_metric(step_metric=...)``), while ``_step`` counts ``wandb.log``
+calls: from the first row holding one, that trainer step is the step, and a row without one is
+at the last trainer step seen (W&B's ``step_sync``).
 
 - A numeric value is a scalar of its key (a nested one: its path joined with ``/``).
 - A value of ``_type`` ``histogram`` (``wandb.Histogram``: ``values`` are the counts, ``bins``
@@ -31,6 +36,7 @@ A record's ``offset`` is the byte offset of its record; a record that is not a w
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -52,6 +58,8 @@ RECORD_HISTORY = 2
 HISTORY_ITEM = 1
 ITEM_KEY, ITEM_NESTED_KEY, ITEM_VALUE_JSON = 1, 2, 16
 STEP, TIMESTAMP = "_step", "_timestamp"
+TRAINER_STEPS = (("train/global_step",), ("trainer/global_step",))
+"""The key paths of the HF Trainer's and Lightning's step in the rows they log."""
 WATCHED = ("gradients/", "parameters/")
 Path = tuple[str, ...]
 
@@ -75,10 +83,12 @@ def _has_header(path: str) -> bool:
 
 
 @dataclass
-class _Sizes:
-    """The largest element count seen per watched parameter (see the module docstring)."""
+class _State:
+    """What a run's rows carry over: the largest element count seen per watched parameter,
+    the last trainer step (see the module docstring)."""
 
     elements: dict[str, float] = field(default_factory=dict)
+    trainer_step: float | None = None  # the last trainer step of a row (see the docstring)
 
     def seen(self, tag: str, count: float) -> float | None:
         """The parameter's size when ``tag``'s histogram holds fewer than it (else None)."""
@@ -94,7 +104,7 @@ class _Sizes:
 
 def records(run: Run) -> Iterator[Record]:
     """The scalars and histograms of every history row, in file order."""
-    sizes = _Sizes()
+    sizes = _State()
     for path in run.files:
         read = 0
         try:
@@ -115,7 +125,7 @@ def _lost(run: str, path: str, lost: wandb_framing.Lost) -> Record:
     return damage(run, path, lost.offset, lost.kind, lost.lost_bytes, message)
 
 
-def _record(run: str, path: str, payload: wandb_framing.Payload, sizes: _Sizes) -> Iterator[Record]:
+def _record(run: str, path: str, payload: wandb_framing.Payload, sizes: _State) -> Iterator[Record]:
     try:
         row = _history_row(payload.data)
     except (ValueError, UnicodeDecodeError) as error:
@@ -166,9 +176,15 @@ def _flatten(path: Path, value: object, row: dict[Path, object]) -> None:
 
 
 def _row_records(
-    run: str, path: str, offset: int, row: dict[Path, object], sizes: _Sizes
+    run: str, path: str, offset: int, row: dict[Path, object], sizes: _State
 ) -> Iterator[Record]:
     step = number(row.get((STEP,)))
+    for key in TRAINER_STEPS:
+        trainer_step = number(row.get(key))
+        if trainer_step is not None and math.isfinite(trainer_step):
+            sizes.trainer_step = trainer_step
+    if sizes.trainer_step is not None:
+        step = sizes.trainer_step
     if step is None or step != step or abs(step) == float("inf"):
         return  # a row without its step (W&B writes one in each): nothing to place it at
     wall = number(row.get((TIMESTAMP,))) or 0.0
@@ -194,7 +210,7 @@ def _histogram(
     step: int,
     wall: float,
     members: dict[Path, object],
-    sizes: _Sizes,
+    sizes: _State,
 ) -> Record:
     counts = _floats(members.get(("values",)))
     edges = _edges(members, counts)
