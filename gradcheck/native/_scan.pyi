@@ -5,6 +5,11 @@ from typing import Any
 
 import numpy as np
 
+CRC_IMPLEMENTATION: str
+SHARED: dict[str, int]
+"""The numbers C shares with Python, by name (``gradcheck.native.shared`` says where each is
+defined in Python; a test checks both agree)."""
+
 class Scanner:
     """Scans TFRecord frames of event files into columns (``fastpath`` drives it)."""
 
