@@ -12,9 +12,11 @@ import gradcheck.model
 PACKAGE = Path(__file__).resolve().parents[1] / "gradcheck"
 
 MAX_LINES = 500
-OVER_MAX_LINES = {"verdicts/detect.py"}
+OVER_MAX_LINES = {"verdicts/detect.py", "tags.py"}
 """Modules still over :data:`MAX_LINES`: ``verdicts/detect.py`` is split by the verdict
-registry (issue 33, step 3). Drop a name here once its module is short enough."""
+registry (issue 33, step 3); ``tags.py`` (525 lines since issue 35's activation tags) holds
+three parts that split cleanly (tag roles, scalar roles, pairing). Drop a name here once its
+module is short enough; a module growing past the limit fails here."""
 
 
 def imported(path: Path) -> set[str]:

@@ -18,8 +18,7 @@ from gradcheck.events.reader import read_run
 from gradcheck.inspect import inspect_paths, inspect_records
 from gradcheck.model import COLUMN, STAT_NAMES
 from gradcheck.native import shared
-from gradcheck.series import batch
-from gradcheck.series.stats import QUANTILE_LEVELS
+from gradcheck.series import batch, stats
 from tests import eventfiles as ef
 
 # --------------------------------------------------------------------------------------------
@@ -41,7 +40,7 @@ _STAT_OF_COLUMN = {
 _PROTOCOL = ("STOP_", "K_", "FLAG_", "WHAT_", "ENCODING_")
 
 
-def python_definitions() -> dict[str, int]:
+def python_definitions() -> dict[str, float]:
     """Every number the C extension must agree on, from where Python defines it."""
     numbers = {
         name: value
@@ -52,7 +51,10 @@ def python_definitions() -> dict[str, int]:
     numbers["N_STATS"] = len(STAT_NAMES)
     numbers["MAX_WEIGHTS"] = batch.FINGERPRINT_WEIGHTS.shape[1]
     numbers["FINGERPRINT_MIX"] = int(batch._MIX)
-    numbers["GRID_LEVELS"] = len(QUANTILE_LEVELS)
+    numbers["S_ACTIVATION"] = COLUMN[stats.ACTIVATION_STATS[0]]
+    numbers["GRID_LEVELS"] = len(stats.QUANTILE_LEVELS)
+    numbers["ZERO_WIDTH"] = stats.ZERO_WIDTH
+    numbers["BOUND_MARGIN"] = stats.BOUND_MARGIN
     numbers["MAX_PLAUSIBLE_LENGTH"] = framing.MAX_PLAUSIBLE_LENGTH
     return numbers
 

@@ -6,7 +6,10 @@ or where it belongs in Python:
 
 - here: how a scan stopped (``STOP_*``), the kinds of the rows it writes (``K_*``), their flags
   (``FLAG_*``) and the bits of its tally (``WHAT_*``: an Event's field; ``ENCODING_*``);
-- ``model.STAT_NAMES``: the statistics' columns (``N_STATS``, ``S_*``);
+- ``model.STAT_NAMES``: the statistics' columns (``N_STATS``, ``S_*``; ``S_ACTIVATION``: the
+  first of ``series.stats.ACTIVATION_STATS``);
+- ``series.stats``: the width of a bucket of exact zeros (``ZERO_WIDTH``) and the margin of a
+  bounded activation's bounds (``BOUND_MARGIN``);
 - ``series.batch``: the fingerprints' weights (``MAX_WEIGHTS``) and mixing constant
   (``FINGERPRINT_MIX``);
 - ``series.stats.QUANTILE_LEVELS``: the quantile grid's levels (``GRID_LEVELS``);

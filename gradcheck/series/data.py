@@ -29,9 +29,16 @@ STAT_NAMES: tuple[str, ...] = (
     "nonfinite_share",
     "zero_share",
     *(f"p{int(p):02d}" for p in PERCENTILES),
+    *(
+        f"{share}{bound}"
+        for share in ("exact_zero_share", "tanh_bound_share", "sigmoid_bound_share")
+        for bound in ("", "_low", "_high")
+    ),
 )
 """The statistics kept per histogram and step: the columns of ``HistogramSeries.stats`` (and of
-:func:`gradcheck.series.stats.histogram_stats_batch`'s matrix), in order."""
+:func:`gradcheck.series.stats.histogram_stats_batch`'s matrix), in order. The last nine are
+for activations (:mod:`gradcheck.series.stats`: shares near zero and near the bounds of tanh
+and sigmoid outputs, each estimated from the buckets, with the bounds the buckets allow)."""
 
 COLUMN = {name: i for i, name in enumerate(STAT_NAMES)}
 _QUANTILE_COLUMNS = [COLUMN[c] for c in ("min", *(f"p{int(p):02d}" for p in PERCENTILES), "max")]
