@@ -133,18 +133,21 @@ def _gradcheck_stages(path: str, judge: bool) -> dict[str, int]:
     import gradcheck.report.json_format  # noqa: F401
     from gradcheck import pipeline
     from gradcheck.config import DEFAULT_CONFIG
+    from gradcheck.engine.pool import Workers
+    from gradcheck.engine.read import read_runs
     from gradcheck.events.discover import discover
     from gradcheck.events.steps import StepWindow
     from gradcheck.tags import DEFAULT_RULES
 
     mark = time.perf_counter()
     runs = discover([path])
-    with pipeline.Workers(1) as workers:  # as analyze --jobs 1: no process pool
-        parts = pipeline.read_runs(runs, StepWindow(), None, workers)
+    with Workers(1) as workers:  # as analyze --jobs 1: no process pool
+        parts = read_runs(runs, StepWindow(), None, workers)
         reports = (
-            pipeline.judge_runs(
-                runs, parts, DEFAULT_CONFIG, DEFAULT_RULES, workers, charts=False
-            )  # as analyze --format json: no per-step chart series
+            [  # as analyze --format json: no per-step chart series
+                pipeline.analyze_parts(run, run_parts, DEFAULT_CONFIG, DEFAULT_RULES, charts=False)
+                for run, run_parts in zip(runs, parts, strict=True)
+            ]
             if judge
             else None
         )

@@ -32,12 +32,12 @@ def recorded_calls(directory: Path) -> list[Call]:
         calls.append(tuple(np.array(a, copy=True) for a in args))
         original(*args)
 
-    fastpath._scan.reduce = recording
+    _scan.reduce = recording
     try:
         for path in sorted(directory.glob("events.out.tfevents.*")):
             fastpath.reduce_file_range(str(path), "run", StepWindow())
     finally:
-        fastpath._scan.reduce = original
+        _scan.reduce = original
     return calls
 
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gradcheck.engine import fastpath
-from gradcheck.engine.fastpath import ValueGroups
+from gradcheck.engine import census, fastpath
+from gradcheck.engine.census import ValueGroups
 from gradcheck.events.discover import discover
 from gradcheck.events.reader import element_count, read_run, series_name
 from gradcheck.events.storage import StorageOptions
@@ -117,7 +117,7 @@ def inspect_paths(
     ``InputError`` when none is found.
 
     With the C engine, values are counted per series and batch as the scanner reads them
-    (``fastpath.census_run``); else, and as the reference, from the reader's records.
+    (``census.census_run``); else, and as the reference, from the reader's records.
     """
     storage = StorageOptions.of(storage_options)
     runs = discover(list(paths), storage)
@@ -130,7 +130,7 @@ def inspect_paths(
             for record in read_run(run, storage):
                 tally.add(record)
             continue
-        fastpath.census_run(run, tally, storage)
+        census.census_run(run, tally, storage)
     return tally.report(rules)
 
 
@@ -143,7 +143,7 @@ def inspect_records(records: Iterable[Record], rules: TagRules | None = None) ->
 
 
 class _Tally:
-    """The runs seen so far, in order (a ``fastpath.Census``)."""
+    """The runs seen so far, in order (a ``census.Census``)."""
 
     def __init__(self) -> None:
         self.runs: dict[str, _RunTally] = {}

@@ -1,9 +1,11 @@
-"""The plain data the pipeline stages hand each other.
+"""The plain data the pipeline stages hand each other, all importable from here.
 
 files -> records (reader) -> series statistics (stats) -> findings (detect) -> report (report/)
 
-Every class here is a frozen dataclass. Arrays are numpy arrays owned by the record (never
-mutated after construction). Nothing here does I/O.
+Records and runs are defined in ``events.records``, ``RunData`` and its series in
+``series.data`` (what reading gives: the seam a log format plugs in behind); the findings,
+reports, sweeps and comparisons here. Every class is a frozen dataclass. Arrays are numpy
+arrays owned by the record (never mutated after construction). Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -12,265 +14,86 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-if TYPE_CHECKING:  # annotations only: `gradcheck --version` / `--help` need no numpy
-    import numpy as np
+from gradcheck.events.records import (
+    TENSORBOARD,
+    Damage,
+    DamageKind,
+    FileInfo,
+    HistogramEncoding,
+    HistogramRecord,
+    HParamsRecord,
+    HParamValue,
+    Notice,
+    NoticeKind,
+    Record,
+    Run,
+    ScalarEncoding,
+    ScalarRecord,
+)
+from gradcheck.series.data import (
+    COLUMN,
+    PERCENTILES,
+    STAT_NAMES,
+    HistogramSeries,
+    RunData,
+    ScalarSeries,
+    SeriesKey,
+)
 
-# --------------------------------------------------------------------------------------------
-# Records: what the reader yields, one per summary value / damage / notice.
-# --------------------------------------------------------------------------------------------
-
-HistogramEncoding = Literal["histo", "tensor"]
-"""``histo``: ``Summary.Value.histo`` (HistogramProto: TF1, Keras on TF1 / TF 2.0-2.1, PyTorch,
-tensorboardX). ``tensor``: TF2 ``tf.summary.histogram`` ``[k, 3]`` tensor (plugin
-``histograms``)."""
-
-ScalarEncoding = Literal["simple_value", "tensor"]
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class HistogramRecord:
-    """One histogram value at one step.
-
-    Buckets are given as ``left``/``right`` edges and ``counts`` (float64 arrays, same length).
-    For ``histo`` records ``right`` is exactly ``bucket_limit`` and ``counts`` exactly ``bucket``,
-    and ``left[i] = bucket_limit[i-1]``. ``left[0]``: TF1 and PyTorch start with an empty bucket
-    whose right edge lies below ``min``; it is made zero-width (``left[0] = right[0]``) so no
-    infinite edge reaches arithmetic. ``-inf`` only when a non-empty first bucket has no ``min``
-    to bound it. ``min, max, num, sum, sum_squares`` are the proto's fields
-    (``None`` for ``tensor`` records, which carry no such fields).
-    """
-
-    run: str  # run directory (the directory that directly holds the event file)
-    file: str  # event file path
-    offset: int  # byte offset of the TFRecord holding this value
-    tag: str
-    index: int  # k-th value with this tag at this step (Keras 3 tag collisions); 0 normally
-    step: int
-    wall_time: float
-    encoding: HistogramEncoding
-    left: np.ndarray
-    right: np.ndarray
-    counts: np.ndarray
-    min: float | None = None
-    max: float | None = None
-    num: float | None = None
-    sum: float | None = None
-    sum_squares: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ScalarRecord:
-    """One scalar value at one step (TF1 ``simple_value`` or TF2 scalar tensor)."""
-
-    run: str
-    file: str
-    offset: int
-    tag: str
-    step: int
-    wall_time: float
-    encoding: ScalarEncoding
-    value: float
-
-
-DamageKind = Literal[
-    "incomplete_tail",  # half-written final record (training still running): not an error
-    "bad_length_crc",  # length CRC failed: bytes skipped until the next verifiable record
-    "bad_length",  # length verifies but is over 2 GiB or runs past the end, records follow
-    "bad_payload_crc",  # payload CRC failed: that one record lost
-    "undecodable",  # CRCs fine but the payload is not an Event: that one record lost
-    "unreadable",  # the file could not be opened or read at all
-    "changed_while_read",  # the file shrank while it was read (truncated, rewritten)
+__all__ = [  # the records and RunData re-exported, then what is defined here
+    "TENSORBOARD",
+    "Damage",
+    "DamageKind",
+    "FileInfo",
+    "HistogramEncoding",
+    "HistogramRecord",
+    "HParamsRecord",
+    "HParamValue",
+    "Notice",
+    "NoticeKind",
+    "Record",
+    "Run",
+    "ScalarEncoding",
+    "ScalarRecord",
+    "COLUMN",
+    "PERCENTILES",
+    "STAT_NAMES",
+    "HistogramSeries",
+    "RunData",
+    "ScalarSeries",
+    "SeriesKey",
+    "Verdict",
+    "VERDICTS",
+    "GLOBAL_NORM_ROW",
+    "LOSS_ROW",
+    "RUN_ROWS",
+    "ClipKind",
+    "Framework",
+    "GradientCoverage",
+    "StepSeries",
+    "Reference",
+    "LayerResult",
+    "ClipInfo",
+    "Spike",
+    "RunReport",
+    "RunVerdict",
+    "RUN_VERDICTS",
+    "HParamSource",
+    "RelationKind",
+    "SweepRun",
+    "HParamGroup",
+    "HParamRelation",
+    "Sweep",
+    "Report",
+    "Presence",
+    "NameMatch",
+    "Cause",
+    "ParameterComparison",
+    "Comparison",
 ]
 
-
-@dataclass(frozen=True, slots=True)
-class Damage:
-    """A stretch of an event file that could not be read, and what it cost."""
-
-    run: str
-    file: str
-    offset: int  # byte offset where the damage starts
-    kind: DamageKind
-    lost_bytes: int  # bytes skipped
-    message: str  # one line for a human: "<what>, at byte <offset>: <what was lost>"
-
-
-NoticeKind = Literal["tag_collision", "restart", "thinned", "other"]
-"""``tag_collision``: one tag written several times at a step (Keras 3), told apart by index.
-``restart``: a series' step went back; the older steps from there on are dropped.
-``thinned``: histogram series longer than ``thin.MAX_ROWS`` steps keep the first and the worst
-step of each W-step window (one notice per run, saying how many steps were read and kept).
-``other``: anything else the reader handled."""
-
-
-@dataclass(frozen=True, slots=True)
-class Notice:
-    """Something the reader handled but the user should know (tag collisions, restarts)."""
-
-    run: str
-    file: str
-    kind: NoticeKind
-    tag: str | None
-    step: int | None
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class FileInfo:
-    """Emitted once per event file, after its last record: what was read from it."""
-
-    run: str
-    file: str
-    size: int
-    records: int  # TFRecords whose CRCs verified
-    events: int  # records decoded as Event
-    writer: str | None  # best guess of the writer (source_metadata.writer, file_version, ...)
-
-
-HParamValue = float | str | bool
-"""A hyperparameter's value: the HParams plugin's ``google.protobuf.Value`` (number, string or
-bool), or a part of a run's directory name (a number when it reads as one)."""
-
-
-@dataclass(frozen=True, slots=True)
-class HParamsRecord:
-    """A run's hyperparameters as the TensorBoard HParams plugin logged them: the
-    ``session_start_info.hparams`` map of a summary value of plugin ``hparams`` (what
-    ``SummaryWriter.add_hparams`` and ``torch.utils.tensorboard.summary.hparams`` write), in
-    name order. Values that are neither number, string nor bool (a list, a null) are left out."""
-
-    run: str
-    file: str
-    offset: int
-    values: tuple[tuple[str, HParamValue], ...]
-
-
-Record = HistogramRecord | ScalarRecord | Damage | Notice | FileInfo | HParamsRecord
-
-
-TENSORBOARD = "tensorboard"
-"""``Run.format`` of a run of TensorBoard event files."""
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """One run: a directory that directly holds event files (``files`` sorted: merged in this
-    order), or a run of another log format (``gradcheck.sources``: ``format`` names it, its
-    ``files`` are what it reads, ``key`` is the format's name for the run inside them, as an
-    MLflow run id in a SQLite store)."""
-
-    path: str
-    files: tuple[str, ...]
-    format: str = TENSORBOARD
-    key: str = ""
-
-
-# --------------------------------------------------------------------------------------------
-# Series: what the reducer gives per run (series/), and the verdicts take (verdicts/).
-# --------------------------------------------------------------------------------------------
-
-PERCENTILES: tuple[float, ...] = (1.0, 5.0, 25.0, 50.0, 75.0, 95.0, 99.0)
-"""Percentiles kept per histogram and step."""
-
-STAT_NAMES: tuple[str, ...] = (
-    "count",
-    "min",
-    "max",
-    "mean",
-    "std",
-    "l2_norm",
-    "l2_error_bound",
-    "nonfinite_share",
-    "zero_share",
-    *(f"p{int(p):02d}" for p in PERCENTILES),
-    *(
-        f"{share}{bound}"
-        for share in ("exact_zero_share", "tanh_bound_share", "sigmoid_bound_share")
-        for bound in ("", "_low", "_high")
-    ),
-)
-"""The statistics kept per histogram and step: the columns of ``HistogramSeries.stats`` (and of
-:func:`gradcheck.series.stats.histogram_stats_batch`'s matrix), in order. The last nine are
-for activations (:mod:`gradcheck.series.stats`: shares near zero and near the bounds of tanh
-and sigmoid outputs, each estimated from the buckets, with the bounds the buckets allow)."""
-
-COLUMN = {name: i for i, name in enumerate(STAT_NAMES)}
-_QUANTILE_COLUMNS = [COLUMN[c] for c in ("min", *(f"p{int(p):02d}" for p in PERCENTILES), "max")]
-"""The positions of :meth:`HistogramSeries.quantile_grid`'s columns in ``stats``."""
-
-SeriesKey = tuple[str, int]
-"""``(tag, index)``: ``index`` tells apart series written under one tag at one step."""
-
-
-@dataclass(frozen=True, eq=False)
-class HistogramSeries:
-    """One histogram series of a run: per-step statistics, in step order."""
-
-    tag: str
-    index: int
-    encoding: str
-    steps: np.ndarray  # int64 [n]
-    wall_times: np.ndarray  # float64 [n]
-    stats: np.ndarray  # float32 [n, len(STAT_NAMES)]
-    fingerprints: np.ndarray  # uint64 [n]
-    window: int = 1  # 1, or W when thinned (the first and worst rows of each W-step window)
-    rows_read: int | None = None  # histograms behind the rows (None: ``len(self)``)
-
-    def __len__(self) -> int:
-        return int(self.steps.size)
-
-    @property
-    def histograms_read(self) -> int:
-        """Histograms behind the series' rows: its length, more once thinned. Histograms a
-        restart purged are not counted, except those a thinned window stood for (how many of
-        a window's histograms a kept row stands for is not kept)."""
-        return len(self) if self.rows_read is None else self.rows_read
-
-    def column(self, name: str) -> np.ndarray:
-        """One statistic over the steps, as float64 (see :data:`STAT_NAMES`)."""
-        return self.stats[:, COLUMN[name]].astype("float64")
-
-    def quantile_grid(self) -> np.ndarray:
-        """``[n, 9]`` float64: min, p1, p5, p25, p50, p75, p95, p99, max per step."""
-        return self.stats[:, _QUANTILE_COLUMNS].astype("float64")
-
-
-@dataclass(frozen=True, eq=False)
-class ScalarSeries:
-    """One scalar tag of a run, in step order."""
-
-    tag: str
-    steps: np.ndarray  # int64 [n]
-    values: np.ndarray  # float64 [n]
-
-    def __len__(self) -> int:
-        return int(self.steps.size)
-
-
-@dataclass(frozen=True, eq=False)
-class RunData:
-    """Everything analysis needs from one run; series in order of first appearance."""
-
-    run: str
-    files: tuple[str, ...]
-    file_infos: tuple[FileInfo, ...]
-    damages: tuple[Damage, ...]
-    notices: tuple[Notice, ...]
-    histograms: Mapping[SeriesKey, HistogramSeries]
-    scalars: Mapping[str, ScalarSeries]
-    hparams: Mapping[str, HParamValue] = field(default_factory=dict)
-    """The HParams plugin's hyperparameters (:class:`HParamsRecord`), merged in stream and
-    file order (a later record's value wins); empty when the run logged none."""
-
-    @property
-    def steps(self) -> tuple[int, int] | None:
-        """First and last step of any histogram or scalar, or None when there is none."""
-        all_steps = [s.steps for s in self.histograms.values()]
-        all_steps += [s.steps for s in self.scalars.values()]
-        firsts = [int(steps[0]) for steps in all_steps if steps.size]
-        lasts = [int(steps[-1]) for steps in all_steps if steps.size]
-        return (min(firsts), max(lasts)) if firsts else None
-
+if TYPE_CHECKING:  # annotations only: `gradcheck --version` / `--help` need no numpy
+    import numpy as np
 
 # --------------------------------------------------------------------------------------------
 # Report: what detection produces and the formatters render.

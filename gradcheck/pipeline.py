@@ -1,50 +1,38 @@
-"""The analysis pipeline: paths -> runs -> records -> per-file series -> run verdicts -> Report.
+"""The analysis pipeline: paths -> runs -> per-file series -> run verdicts -> Report.
 
-``analyze`` is what ``gradcheck analyze`` runs, and what a notebook can call. Each event file
-is reduced on its own by :func:`gradcheck.engine.parts.reduce_file` (on every core: see
-``gradcheck.engine.pool``), the parts of a run are merged in file order, and the merged series are
-judged by ``detect.analyze_run`` (several runs on several cores: :func:`judge_runs`). The step
-window is applied to the records before any statistic, so verdicts are about that window; the
-layer glob only filters what is reported.
+``analyze`` is what ``gradcheck analyze`` runs, and what a notebook can call: runs found
+(``events.discover``), read and judged through one door (``engine.read.map_runs``: each run's
+parts merged in file order and judged by ``detect.analyze_run``, on every core the work is
+worth), then the report. The step window is applied to the records before any statistic, so
+verdicts are about that window; the layer glob only filters what is reported.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import partial
+from typing import TYPE_CHECKING
 
 from gradcheck import __version__
-from gradcheck.engine import plan
-from gradcheck.engine.parts import FilePart as FilePart
-from gradcheck.engine.parts import reduce_file as reduce_file
-from gradcheck.engine.parts import reduce_stream
-from gradcheck.engine.pool import SPLIT_SIZE, Workers, map_shared, read_files
+from gradcheck.engine.parts import FilePart
+from gradcheck.engine.pool import Workers
+from gradcheck.engine.read import ProgressCallback, map_runs, read_runs, using
 from gradcheck.errors import InputError
 from gradcheck.events.discover import discover
 from gradcheck.events.steps import StepWindow
-from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size
-from gradcheck.model import (
-    FileInfo,
-    Report,
-    Run,
-    RunData,
-    RunReport,
-    Sweep,
-)
+from gradcheck.events.storage import NO_OPTIONS, StorageOptions
+from gradcheck.model import FileInfo, Report, Run, RunData, RunReport, Sweep
 from gradcheck.series.merge import merge
 from gradcheck.sources import WRITERS as SOURCE_WRITERS
-from gradcheck.sources import is_source
-from gradcheck.sources import records as source_records
 from gradcheck.tags import DEFAULT_RULES, TagRules
 from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
 from gradcheck.verdicts.detect import analyze_run
 
-ProgressCallback = Callable[[int, int], None]
-"""Called as ``progress(bytes_done, bytes_total)`` while event files are read."""
+if TYPE_CHECKING:
+    from gradcheck.compare.runs import LoadedRun
 
 
 def analyze(
@@ -80,20 +68,11 @@ def analyze(
     window = steps if steps is not None else StepWindow()
     storage = StorageOptions.of(storage_options)
     runs = select_runs(discover(paths, storage), run_glob)
-    with _using(workers, jobs) as chosen:
-        sizes = _whole_runs(runs, chosen, storage)
-        if sizes is not None:  # judged where they were read
-            judged = read_and_judge_runs(
-                runs, sizes, window, progress, config, rules, chosen, storage, charts
-            )
-            parts_by_run = [parts for _, parts in judged]
-            reports = [report for report, _ in judged]
-        else:
-            parts_by_run = read_runs(runs, window, progress, chosen, storage)
-        _check_readable(paths, [part for parts in parts_by_run for part in parts], window)
-        if sizes is None:  # judged once all is known to be readable
-            reports = judge_runs(runs, parts_by_run, config, rules, chosen, charts)
-    return report_of(reports, layer_glob, sweep)
+    judge = partial(analyze_parts, config=config, rules=rules, charts=charts)
+    with using(workers, jobs) as chosen:
+        judged = map_runs(runs, window, judge, progress, chosen, storage)
+    _check_readable(paths, [part for _, parts in judged for part in parts], window)
+    return report_of([report for report, _ in judged], layer_glob, sweep)
 
 
 def report_of(
@@ -176,161 +155,6 @@ def _coverage(run: RunReport) -> str:
     return f"{run.run} with {gradients[run.gradients]}, {steps}"
 
 
-WHOLE_RUNS_MIN_BYTES = 4 << 20
-"""Runs are each read and judged in one task, on the workers, when there are several, none
-has a file big enough to be cut in ranges, and they hold this much in all (a sweep): only
-their reports travel back (``bench/README.md``, "Worker processes")."""
-
-
-def _whole_runs(
-    runs: Sequence[Run], workers: Workers, storage: StorageOptions = NO_OPTIONS
-) -> list[int] | None:
-    """The bytes of each run when each is better read and judged in one task (see
-    :data:`WHOLE_RUNS_MIN_BYTES`; an executor given takes every run so), else None."""
-    if len(runs) < 2 or not (workers.jobs >= 2 or workers.given):
-        return None
-    sizes = [[_size(path, storage) for path in run.files] for run in runs]
-    if not workers.given:
-        biggest = max((size for files in sizes for size in files), default=0)
-        if biggest >= SPLIT_SIZE or sum(map(sum, sizes)) < WHOLE_RUNS_MIN_BYTES:
-            return None
-    return [sum(files) for files in sizes]
-
-
-def read_and_judge_runs(
-    runs: Sequence[Run],
-    sizes: Sequence[int],
-    window: StepWindow,
-    progress: ProgressCallback | None,
-    config: Config,
-    rules: TagRules,
-    workers: Workers,
-    storage: StorageOptions = NO_OPTIONS,
-    charts: bool = True,
-) -> list[tuple[RunReport, list[FilePart]]]:
-    """Every run read and judged in one task on the ``workers`` (a sweep's many small runs),
-    in order: its report, and its files' parts without their series (what
-    :func:`_check_readable` looks at); ``sizes``: each run's bytes; ``storage`` goes with
-    each task; ``charts``: as for :func:`analyze`."""
-    total = sum(sizes)
-    done = 0
-
-    def advance(batch: int) -> None:
-        nonlocal done
-        done += sum(sizes[at] for at in batches[batch])
-        if progress is not None:
-            progress(done, total)
-
-    if progress is not None:
-        progress(0, total)
-    batches = _batches(sizes, workers.jobs * TASKS_PER_WORKER)
-    done_runs = map_shared(
-        partial(
-            _read_and_judged,
-            window=window,
-            config=config,
-            rules=rules,
-            storage=storage,
-            charts=charts,
-        ),
-        [[runs[at] for at in batch] for batch in batches],
-        [float(sum(sizes[at] for at in batch)) for batch in batches],
-        0.0,
-        workers,
-        advance,
-    )
-    return [judged for batch in done_runs for judged in batch]
-
-
-TASKS_PER_WORKER = 8
-"""A sweep's runs go to the workers in about this many tasks a worker, each of neighbouring
-runs of about equal bytes: enough for a faster worker to take more, few enough that a task's
-own cost (a few ms through a Dask scheduler) is shared by many small runs."""
-
-
-def _batches(sizes: Sequence[int], tasks: int) -> list[list[int]]:
-    """The positions of ``sizes`` cut into at most about ``tasks`` runs of neighbours, each
-    of ``sum(sizes) / tasks`` bytes or more (the last one may hold less)."""
-    if not sizes:
-        return []
-    share = sum(sizes) / max(tasks, 1)
-    batches: list[list[int]] = [[]]
-    held = 0
-    for at, size in enumerate(sizes):
-        if batches[-1] and held >= share:
-            batches.append([])
-            held = 0
-        batches[-1].append(at)
-        held += size
-    return batches
-
-
-def _read_and_judged(
-    runs: Sequence[Run],
-    window: StepWindow,
-    config: Config,
-    rules: TagRules,
-    storage: StorageOptions = NO_OPTIONS,
-    charts: bool = True,
-) -> list[tuple[RunReport, list[FilePart]]]:
-    """Runs read and judged, one after the other (a task of :func:`read_and_judge_runs`)."""
-    judged = []
-    for run in runs:
-        if is_source(run):
-            parts = [reduce_stream(source_records(run), window)]
-        else:
-            parts = [reduce_file(path, run.path, window, storage=storage) for path in run.files]
-        report = analyze_parts(run, parts, config, rules, charts=charts)
-        judged.append((report, [replace(part, data=_without_series(part.data)) for part in parts]))
-    return judged
-
-
-def _without_series(data: RunData) -> RunData:
-    return replace(data, histograms={}, scalars={})
-
-
-@contextmanager
-def _using(workers: Workers | None, jobs: int | None) -> Iterator[Workers]:
-    """The ``workers`` given (left open), or this command's own, for ``jobs``."""
-    if workers is not None:
-        yield workers
-        return
-    with Workers(jobs) as own:
-        yield own
-
-
-def read_runs(
-    runs: Sequence[Run],
-    window: StepWindow,
-    progress: ProgressCallback | None,
-    workers: Workers | None = None,
-    storage: StorageOptions = NO_OPTIONS,
-) -> list[list[FilePart]]:
-    """Every file of ``runs`` reduced (the map step: one independent task per file, or byte
-    range of a big file), grouped by run, in file order. A run of another log format
-    (``gradcheck.sources``) is read here, whole, as one part."""
-    event_runs = [run for run in runs if not is_source(run)]
-    tracker = _ProgressTracker(event_runs, progress, storage)
-    files = [(path, run.path) for run in event_runs for path in run.files]
-    parts = iter(read_files(files, window, tracker, workers, storage))
-    parts_by_run = [
-        [reduce_stream(source_records(run), window)]
-        if is_source(run)
-        else [next(parts) for _ in run.files]
-        for run in runs
-    ]
-    tracker.finish()
-    return parts_by_run
-
-
-@dataclass(frozen=True)
-class LoadedRun:
-    """One run's merged series and its report (what ``gradcheck compare`` compares)."""
-
-    data: RunData
-    report: RunReport
-
-
 def load_runs(
     paths: Sequence[str],
     *,
@@ -348,10 +172,12 @@ def load_runs(
     Raises ``InputError`` when a path holds no run or several (naming them), or when a run
     has no histogram or scalar in the step window.
     """
+    from gradcheck.compare.runs import LoadedRun
+
     window = steps if steps is not None else StepWindow()
     storage = StorageOptions.of(storage_options)
     runs = [_only_run(path, storage) for path in paths]
-    with _using(workers, jobs) as chosen:
+    with using(workers, jobs) as chosen:
         parts_by_run = read_runs(runs, window, progress, chosen, storage)
     loaded = []
     for path, run, parts in zip(paths, runs, parts_by_run, strict=True):
@@ -368,35 +194,6 @@ def _only_run(path: str, storage: StorageOptions = NO_OPTIONS) -> Run:
         found = ", ".join(run.path for run in runs[:5]) + (", ..." if len(runs) > 5 else "")
         raise InputError(f"{path} holds {len(runs)} runs ({found}): give the directory of one run")
     return runs[0]
-
-
-def judge_runs(
-    runs: Sequence[Run],
-    parts_by_run: Sequence[Sequence[FilePart]],
-    config: Config,
-    rules: TagRules,
-    workers: Workers | None = None,
-    charts: bool = True,
-) -> list[RunReport]:
-    """The report of every run (see :func:`analyze_parts`; ``charts`` as for :func:`analyze`),
-    in order; runs share the
-    ``workers`` (see :func:`gradcheck.engine.pool.map_shared`) when there is enough to
-    judge (``engine.plan``): a sweep of many runs would otherwise wait on one core after reading
-    on all of them."""
-    weights = [plan.verdict_seconds([part.data for part in parts]) for parts in parts_by_run]
-    return map_shared(
-        partial(_judged, config=config, rules=rules, charts=charts),
-        list(zip(runs, parts_by_run, strict=True)),
-        weights,
-        plan.VERDICT_SPLIT_SECONDS,
-        workers,
-    )
-
-
-def _judged(
-    item: tuple[Run, Sequence[FilePart]], config: Config, rules: TagRules, charts: bool = True
-) -> RunReport:
-    return analyze_parts(item[0], item[1], config, rules, charts=charts)
 
 
 def analyze_parts(
@@ -430,55 +227,6 @@ def _judged_data(
     if read_nothing and not any(part.values_kept for part in parts):
         warnings += ("no histogram or scalar could be read in this run",)
     return replace(report, run=run.path, warnings=warnings)
-
-
-class _ProgressTracker:
-    """Turns per-file byte offsets into overall ``(bytes_done, bytes_total)`` reports."""
-
-    def __init__(
-        self,
-        runs: Sequence[Run],
-        progress: ProgressCallback | None,
-        storage: StorageOptions = NO_OPTIONS,
-    ) -> None:
-        self._progress = progress
-        self._sizes = [_size(path, storage) for run in runs for path in run.files]
-        self._total = sum(self._sizes)
-        self._finished = 0  # bytes of files completely read
-        self._file = -1
-
-    def reporter(self) -> Callable[[int], None] | None:
-        """The offset callback for the next file (``None`` when nobody listens)."""
-        if self._progress is None:
-            return None
-        if self._file >= 0:
-            self._finished += self._sizes[self._file]
-        self._file += 1
-        self._progress(self._finished, self._total)
-        return self._at_offset
-
-    def advance(self, size: int) -> None:
-        """A part of ``size`` bytes was read (by a pool worker, which does not report offsets)."""
-        self._finished += size
-        if self._progress is not None:
-            self._progress(min(self._finished, self._total), self._total)
-
-    def finish(self) -> None:
-        """Report that every byte has been read."""
-        if self._progress is not None:
-            self._progress(self._total, self._total)
-
-    def _at_offset(self, offset: int) -> None:
-        if self._progress is not None:
-            self._progress(self._finished + offset, self._total)
-
-
-def _size(path: str, storage: StorageOptions = NO_OPTIONS) -> int:
-    """File size in bytes, 0 when it cannot be read (the reader reports why)."""
-    try:
-        return file_size(path, storage)
-    except OSError:
-        return 0
 
 
 def select_runs(runs: Sequence[Run], run_glob: str | None) -> list[Run]:
@@ -559,6 +307,8 @@ def _why_not_logged(parts: Sequence[FilePart]) -> str:
 
 def _why(infos: Sequence[FileInfo]) -> str:
     """Why event files gave no histogram or scalar, from what the reader saw in them."""
+    from gradcheck.report.view import plural
+
     files = plural(len(infos), "event file")
     if all(info.size == 0 for info in infos):
         return f"{files}, {'empty' if len(infos) == 1 else 'all empty'} (0 bytes)"
@@ -566,8 +316,3 @@ def _why(infos: Sequence[FileInfo]) -> str:
         return f"no valid TFRecord in {files} (not event files, or damaged beyond repair)"
     events = sum(info.events for info in infos)
     return f"{events} events in {files} but no histogram or scalar (graphs, images, text only)"
-
-
-def plural(count: int, noun: str) -> str:
-    """``1 event file``, ``2 event files``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

@@ -86,7 +86,7 @@ def run_from_fresh_venv(wheel: Path) -> None:
                 f"check_dist: gradcheck analyze sample_runs/ from the wheel exited "
                 f"{result.returncode}, expected 1 with NaN findings:\n{result.stderr}"
             )
-        probe = "from gradcheck.engine.native import extension; print(extension() is not None)"
+        probe = "from gradcheck.native import extension; print(extension() is not None)"
         engine = subprocess.run(
             [str(bin_dir / "python"), "-c", probe],
             capture_output=True,

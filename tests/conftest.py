@@ -41,7 +41,7 @@ def callback_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WriterPr
 def pytest_sessionstart(session: pytest.Session) -> None:
     """With ``GRADCHECK_REQUIRE_EXT=1`` (CI, ``make dist``) a missing C extension stops the
     run: its twin tests would otherwise skip and the run stay green."""
-    from gradcheck.engine import native
+    from gradcheck import native
 
     if os.environ.get("GRADCHECK_REQUIRE_EXT") == "1" and not native.built():
         raise pytest.UsageError(

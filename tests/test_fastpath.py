@@ -15,14 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import summary_pb2, types_pb2
 
-from gradcheck.engine import fastpath
+from gradcheck.engine import fastpath, join, ranges, read
 from gradcheck.engine import pool as parallel
 from gradcheck.engine.parts import (
     FilePart,
     file_part,
     reduce_file,
     reduce_file_reference,
-    reduce_range,
 )
 from gradcheck.events.decode import first_left_edges
 from gradcheck.events.framing import masked_crc32c
@@ -30,7 +29,7 @@ from gradcheck.events.steps import StepWindow
 from gradcheck.events.wire import EVENT_SUMMARY, event_head
 from gradcheck.model import STAT_NAMES, HistogramRecord, RunData
 from gradcheck.series import reduce
-from gradcheck.series.reduce import FINGERPRINT_WEIGHTS, reduce_histograms
+from gradcheck.series.batch import FINGERPRINT_WEIGHTS, reduce_histograms
 from gradcheck.series.stats import histogram_stats_batch
 from tests import eventfiles as ef
 from tests.test_reader import keras3_step
@@ -102,18 +101,18 @@ def check_pieces(
     as the pipeline does."""
     window = window or StepWindow()
     starts, limits = [0, *boundaries], [*boundaries, -1]
-    ranges = [
-        reduce_range(
+    pieces = [
+        ranges.read_range(
             str(path),
             "run",
             window,
             start,
             limit,
-            fastpath.head_plugins(str(path), "run", start) if assume and start else None,
+            ranges.head_plugins(str(path), "run", start) if assume and start else None,
         )
         for start, limit in zip(starts, limits, strict=True)
     ]
-    joined = fastpath.join_ranges(ranges, boundaries)
+    joined = join.join_ranges(pieces, boundaries)
     if joined is None:
         return False
     part = file_part(joined, str(path), "run")
@@ -375,7 +374,7 @@ def test_ranges_join_to_the_reference(tmp_path: Path, name: str, pieces: int) ->
     }[name]
     path = tmp_path / "events.out.tfevents.1.v2"
     offsets = ef.write_events(path, events)
-    boundaries = fastpath.split_offsets(str(path), path.stat().st_size, pieces)
+    boundaries = ranges.split_offsets(str(path), path.stat().st_size, pieces)
     assert len(boundaries) == pieces - 1 and boundaries == sorted(set(boundaries))
     assert set(boundaries) <= set(offsets)  # each the start of a record
     for assume in (False, True):
@@ -395,7 +394,7 @@ def test_committed_fixtures_cut_in_ranges_join_to_the_reference(relative: str) -
     must join; a join that fell back to reading the file whole would hide here)."""
     path = REPO / relative
     size = path.stat().st_size
-    cuts = [fastpath.split_offsets(str(path), size, pieces) for pieces in range(2, 6)]
+    cuts = [ranges.split_offsets(str(path), size, pieces) for pieces in range(2, 6)]
     assert any(cuts), "no step boundary found to cut at"
     for boundaries in filter(None, cuts):
         assert check_pieces(path, boundaries, assume=True), boundaries
@@ -406,35 +405,35 @@ def test_second_range_reads_tf2_histograms_at_once_with_the_heads_plugins(
 ) -> None:
     path = tmp_path / "events.out.tfevents.1.v2"
     ef.write_events(path, tf2_steps(range(40)))
-    (boundary,) = fastpath.split_offsets(str(path), path.stat().st_size, 2)
-    assumed = fastpath.head_plugins(str(path), "run", boundary)
+    (boundary,) = ranges.split_offsets(str(path), path.stat().st_size, 2)
+    assumed = ranges.head_plugins(str(path), "run", boundary)
     assert set(assumed.values()) == {"histograms", "scalars"}
-    first = reduce_range(str(path), "run", StepWindow(), 0, boundary)
+    first = ranges.read_range(str(path), "run", StepWindow(), 0, boundary)
     assert assumed == first.plugins  # learnt without statistics, the same as reading it all
-    blind = reduce_range(str(path), "run", StepWindow(), boundary, -1)
-    second = reduce_range(str(path), "run", StepWindow(), boundary, -1, assumed)
+    blind = ranges.read_range(str(path), "run", StepWindow(), boundary, -1)
+    second = ranges.read_range(str(path), "run", StepWindow(), boundary, -1, assumed)
     assert set(blind.pending) == set(assumed)  # without: every TF2 value of the range pending
     assert not second.pending and second.assumed == assumed
-    assert fastpath.join_ranges([first, second], [boundary]) is not None
+    assert join.join_ranges([first, second], [boundary]) is not None
 
 
 def test_a_wrong_plugin_assumption_reads_the_file_again(tmp_path: Path) -> None:
     path = tmp_path / "events.out.tfevents.1.v2"
     ef.write_events(path, tf2_steps(range(40)))
-    (boundary,) = fastpath.split_offsets(str(path), path.stat().st_size, 2)
-    assumed = fastpath.head_plugins(str(path), "run", boundary)
+    (boundary,) = ranges.split_offsets(str(path), path.stat().st_size, 2)
+    assumed = ranges.head_plugins(str(path), "run", boundary)
     wrong = {
         tag: "scalars" if name == "histograms" else "histograms" for tag, name in assumed.items()
     }
-    first = reduce_range(str(path), "run", StepWindow(), 0, boundary)
-    second = reduce_range(str(path), "run", StepWindow(), boundary, -1, wrong)
-    assert fastpath.join_ranges([first, second], [boundary]) is None
+    first = ranges.read_range(str(path), "run", StepWindow(), 0, boundary)
+    second = ranges.read_range(str(path), "run", StepWindow(), boundary, -1, wrong)
+    assert join.join_ranges([first, second], [boundary]) is None
 
 
 def test_a_cut_starts_a_new_step_at_a_verifiable_record(tmp_path: Path) -> None:
     path = tmp_path / "events.out.tfevents.1.v2"
     offsets = ef.write_events(path, tf2_steps(range(10)))
-    (boundary,) = fastpath.split_offsets(str(path), path.stat().st_size, 2)
+    (boundary,) = ranges.split_offsets(str(path), path.stat().st_size, 2)
     assert boundary in offsets
     at = offsets.index(boundary)
     assert at % 3 == 1  # the first of a step's three events (after file_version)
@@ -458,7 +457,7 @@ def _protobuf_summary_step(payload: bytes) -> int | None:
 
 
 def _summary_step(payload: bytes) -> int | None:
-    """The split point's step reader, as ``fastpath._step_boundary`` uses ``event_head``."""
+    """The split point's step reader, as ``ranges._step_boundary`` uses ``event_head``."""
     head = event_head(payload)
     return head[0] if head is not None and head[1] == EVENT_SUMMARY else None
 
@@ -524,8 +523,8 @@ def test_a_big_file_is_split_when_its_reading_is_estimated_long_enough() -> None
     mb = 1 << 20
 
     def pieces(size: int, records: int, scanned: int, jobs: int = 2) -> int:
-        estimate = parallel.estimated_seconds(size, records, scanned)
-        return parallel.plan_pieces(size, size / jobs, estimate)
+        estimate = ranges.estimated_seconds(size, records, scanned)
+        return ranges.plan_pieces(size, size / jobs, estimate)
 
     assert pieces(160 * mb, 5000, 4 * mb) == 2  # TF2
     assert pieces(160 * mb, 640, 4 * mb) == 1  # PyTorch
@@ -533,7 +532,7 @@ def test_a_big_file_is_split_when_its_reading_is_estimated_long_enough() -> None
     assert pieces(1000 * mb, 640, 4 * mb, jobs=8) == 8
     assert pieces(64 * mb, 5000, 4 * mb) == 1
     assert pieces(160 * mb, 0, 0) == 2  # nothing read: split, the ranges check what they read
-    assert parallel.estimated_seconds(160 * mb, 0, 0) is None
+    assert ranges.estimated_seconds(160 * mb, 0, 0) is None
 
 
 def test_plan_splits_by_the_estimate_and_assumes_the_heads_plugins(
@@ -542,20 +541,20 @@ def test_plan_splits_by_the_estimate_and_assumes_the_heads_plugins(
     path = tmp_path / "events.out.tfevents.1.v2"
     ef.write_events(path, tf2_steps(range(40)))
     size = path.stat().st_size
-    monkeypatch.setattr(parallel, "SPLIT_SIZE", 1)
-    monkeypatch.setattr(parallel, "PIECE_SECONDS", 1e9)  # never long enough
-    (whole,) = parallel._plan([(str(path), "run")], [size], jobs=2)
+    monkeypatch.setattr(ranges, "SPLIT_SIZE", 1)
+    monkeypatch.setattr(ranges, "PIECE_SECONDS", 1e9)  # never long enough
+    (whole,) = read._plan([(str(path), "run")], [size], jobs=2)
     assert not whole.split
-    monkeypatch.setattr(parallel, "PIECE_SECONDS", 1e-12)  # any estimate long enough
-    first, second = parallel._plan([(str(path), "run")], [size], jobs=2)
+    monkeypatch.setattr(ranges, "PIECE_SECONDS", 1e-12)  # any estimate long enough
+    first, second = read._plan([(str(path), "run")], [size], jobs=2)
     assert first.split and second.split and first.limit == second.start
-    assert second.assumed == fastpath.head_plugins(str(path), "run", second.start)
+    assert second.assumed == ranges.head_plugins(str(path), "run", second.start)
     assert set(second.assumed.values()) == {"histograms", "scalars"}
-    tasks = parallel._plan([(str(path), "run")], [size], jobs=4)  # one range a process
+    tasks = read._plan([(str(path), "run")], [size], jobs=4)  # one range a process
     assert len(tasks) == 4 and all(task.split for task in tasks)
     assert [t.limit for t in tasks[:-1]] == [t.start for t in tasks[1:]] and tasks[-1].limit == -1
     assert tasks[0].start == 0 and tasks[0].assumed is None
-    assert all(t.assumed == fastpath.head_plugins(str(path), "run", t.start) for t in tasks[1:])
+    assert all(t.assumed == ranges.head_plugins(str(path), "run", t.start) for t in tasks[1:])
 
 
 def test_plan_cuts_a_file_that_holds_more_than_a_process_share(
@@ -563,31 +562,31 @@ def test_plan_cuts_a_file_that_holds_more_than_a_process_share(
 ) -> None:
     """Several files: a file bigger than a process's share of all the bytes is cut (else one
     process reads it alone while the other is done); files of about a share are not."""
-    monkeypatch.setattr(parallel, "SPLIT_SIZE", 1)
-    monkeypatch.setattr(parallel, "PIECE_SECONDS", 1e-12)  # any estimate long enough
+    monkeypatch.setattr(ranges, "SPLIT_SIZE", 1)
+    monkeypatch.setattr(ranges, "PIECE_SECONDS", 1e-12)  # any estimate long enough
     files = []
     for number, steps in enumerate((90, 10, 10)):
         path = tmp_path / f"events.out.tfevents.{number}.v2"
         ef.write_events(path, tf2_steps(range(steps)))
         files.append((str(path), "run"))
     sizes = [Path(path).stat().st_size for path, _ in files]
-    tasks = parallel._plan(files, sizes, jobs=2)
+    tasks = read._plan(files, sizes, jobs=2)
     assert [task.file for task in tasks] == [0, 0, 1, 2]  # the big one in two, about a share
-    assert plan_sizes(parallel._plan(files[1:], sizes[1:], jobs=2)) == sizes[1:]
+    assert plan_sizes(read._plan(files[1:], sizes[1:], jobs=2)) == sizes[1:]
 
 
 def test_a_file_is_cut_in_about_its_size_over_a_share_each_long_enough_to_read() -> None:
-    assert parallel.PIECE_SECONDS == 0.125
-    assert parallel.plan_pieces(100, 50, None) == 2
-    assert parallel.plan_pieces(100, 50, 0.2) == 1  # each piece would read under 0.125 s
-    assert parallel.plan_pieces(100, 120, None) == 1
-    assert parallel.plan_pieces(100, 60, None) == 2  # 1.67 shares
-    assert parallel.plan_pieces(800, 100, 0.6) == 4
-    assert parallel.plan_pieces(800, 100, 5.0) == 8
+    assert ranges.PIECE_SECONDS == 0.125
+    assert ranges.plan_pieces(100, 50, None) == 2
+    assert ranges.plan_pieces(100, 50, 0.2) == 1  # each piece would read under 0.125 s
+    assert ranges.plan_pieces(100, 120, None) == 1
+    assert ranges.plan_pieces(100, 60, None) == 2  # 1.67 shares
+    assert ranges.plan_pieces(800, 100, 0.6) == 4
+    assert ranges.plan_pieces(800, 100, 5.0) == 8
 
 
-def plan_sizes(tasks: list[parallel._Task]) -> list[int]:
-    return [parallel._task_bytes(task) for task in tasks]
+def plan_sizes(tasks: list[read._Task]) -> list[int]:
+    return [read._task_bytes(task) for task in tasks]
 
 
 def test_the_heaviest_go_first_and_the_loads_follow_it() -> None:
@@ -604,10 +603,10 @@ def test_the_heaviest_go_first_and_the_loads_follow_it() -> None:
 def test_joined_ranges_free_each_piece_as_they_join(tmp_path: Path) -> None:
     path = tmp_path / "events.out.tfevents.1.v2"
     ef.write_events(path, tf2_steps(range(40)))
-    (boundary,) = fastpath.split_offsets(str(path), path.stat().st_size, 2)
-    first = reduce_range(str(path), "run", StepWindow(), 0, boundary)
-    second = reduce_range(str(path), "run", StepWindow(), boundary, -1)
-    joined = fastpath.join_ranges([first, second], [boundary])
+    (boundary,) = ranges.split_offsets(str(path), path.stat().st_size, 2)
+    first = ranges.read_range(str(path), "run", StepWindow(), 0, boundary)
+    second = ranges.read_range(str(path), "run", StepWindow(), boundary, -1)
+    joined = join.join_ranges([first, second], [boundary])
     assert joined is not None
     # The halves' series moved into the joined result (nothing held twice).
     assert not first.data.histograms and not second.data.histograms

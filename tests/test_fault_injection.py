@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 CUT = 1 << 20  # bytes left after the truncation
 
 # Runs the CLI with each event file truncated to CUT bytes once reading it has begun: after
-# the C engine's first batch of values (``_RangeReader._consume``), or the pure-Python
+# the C engine's first batch of values (``RangeReader._consume``), or the pure-Python
 # reader's first record (``reader.records_of_frame``); in every process, forked ones too.
 SHRINKING_CLI = """
 import os, sys
@@ -44,14 +44,14 @@ def shrink(path):
     if path not in done:
         done.add(path)
         os.truncate(path, cut)
-consume, records = fastpath._RangeReader._consume, reader.records_of_frame
+consume, records = fastpath.RangeReader._consume, reader.records_of_frame
 def consume_then_shrink(self, rows):
     consume(self, rows)
     shrink(self.path)
 def shrink_then_record(frame, path, state, tally):
     shrink(path)
     return records(frame, path, state, tally)
-fastpath._RangeReader._consume = consume_then_shrink
+fastpath.RangeReader._consume = consume_then_shrink
 reader.records_of_frame = shrink_then_record
 sys.argv = ["gradcheck", *sys.argv[2:]]
 gradcheck.cli.main()

@@ -1,4 +1,4 @@
-"""``gradcheck inspect`` through the C engine (``fastpath.census_run``) lists exactly what the
+"""``gradcheck inspect`` through the C engine (``census.census_run``) lists exactly what the
 reference reader's records give (``inspect_records(read_run(...))``): same runs, files, tags
 (kind, encoding, step range, count, element counts), damage and notices, and the same JSON,
 on real writers' files, the corpus, edge cases, damaged files and runs of several files."""
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gradcheck import inspect as inspect_module
-from gradcheck.engine import fastpath
+from gradcheck.engine import census, fastpath
 from gradcheck.events.discover import discover
 from gradcheck.events.reader import read_run
 from gradcheck.inspect import InspectReport, inspect_paths, inspect_records
@@ -71,7 +71,7 @@ def test_the_c_engine_reads_no_record_object_of_a_plain_file(
 
 def test_without_the_extension_the_reference_lists(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[object] = []
-    monkeypatch.setattr(fastpath, "census_run", lambda *args: calls.append(args))
+    monkeypatch.setattr(census, "census_run", lambda *args: calls.append(args))
     monkeypatch.setenv("GRADCHECK_NO_EXT", "1")
     path = str(REPO / "tests" / "data" / "writers")
     assert inspect_paths([path]) == reference([path]) and not calls

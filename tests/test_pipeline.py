@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 
 from gradcheck import pipeline
-from gradcheck.engine import plan
+from gradcheck.engine import plan, read
 from gradcheck.engine import pool as parallel
+from gradcheck.engine.parts import FilePart, reduce_file
 from gradcheck.errors import InputError
 from gradcheck.events.discover import discover
 from gradcheck.events.reader import read_run
 from gradcheck.events.steps import StepWindow
 from gradcheck.model import Report, Run, RunReport
-from gradcheck.pipeline import FilePart, analyze, filter_layers, reduce_file
+from gradcheck.pipeline import analyze, filter_layers
 from gradcheck.series.reduce import reduce_records
 from gradcheck.tags import TagRules
 from gradcheck.verdicts.config import DEFAULT_CONFIG
@@ -149,7 +150,7 @@ def test_runs_judged_on_two_processes_report_as_on_one(
     for number, exploding in enumerate((True, False, True, False)):
         write_run(tmp_path / f"run{number}", exploding=exploding, seed=number)
     one = run_analysis(tmp_path, jobs=1)
-    monkeypatch.setattr(pipeline, "_judged", _judged_noting_pid)
+    monkeypatch.setattr(pipeline, "analyze_parts", _judged_noting_pid)
     monkeypatch.setattr(plan, "VERDICT_SPLIT_SECONDS", 0.0)
     two = run_analysis(tmp_path, jobs=2)
     judged_by = [int(run.warnings[-1].split()[-1]) for run in two.runs]
@@ -159,13 +160,13 @@ def test_runs_judged_on_two_processes_report_as_on_one(
     assert [run.counts["nan"] > 0 for run in one.runs] == [True, False, True, False]
 
 
-_JUDGED = pipeline._judged
+_JUDGED = pipeline.analyze_parts
 
 
-def _judged_noting_pid(item: tuple[Run, Sequence[FilePart]], **options: object) -> RunReport:
-    """``pipeline._judged`` slowed down (so that both workers take runs), its pid noted."""
+def _judged_noting_pid(run: Run, parts: Sequence[FilePart], **options: object) -> RunReport:
+    """``pipeline.analyze_parts`` slowed down (so that both workers take runs), its pid noted."""
     time.sleep(0.2)
-    report = _JUDGED(item, **options)  # type: ignore[arg-type]
+    report = _JUDGED(run, parts, **options)  # type: ignore[arg-type]
     return dataclasses.replace(report, warnings=(*report.warnings, f"pid {os.getpid()}"))
 
 
@@ -200,7 +201,7 @@ def test_runs_read_and_judged_each_in_one_task_report_as_on_one_process(
     damaged = tmp_path / "run1" / sorted(p.name for p in (tmp_path / "run1").iterdir())[0]
     damaged.write_bytes(damaged.read_bytes()[:-7])  # a half-written last record
     one = run_analysis(tmp_path, jobs=1)
-    monkeypatch.setattr(pipeline, "WHOLE_RUNS_MIN_BYTES", 0)
+    monkeypatch.setattr(read, "WHOLE_RUNS_MIN_BYTES", 0)
     seen: list[tuple[int, int]] = []
     two = run_analysis(tmp_path, jobs=2, progress=lambda done, total: seen.append((done, total)))
     assert repr(two) == repr(one)  # repr: NaN in the trends
@@ -238,7 +239,7 @@ def test_a_report_without_charts_is_the_report_without_its_per_step_series(
     )
     assert all(run.loss is None for run in plain.runs)
     assert repr(plain) == repr(without_charts(charted))  # repr: NaN in the trends
-    monkeypatch.setattr(pipeline, "WHOLE_RUNS_MIN_BYTES", 0)  # the runs read and judged in tasks
+    monkeypatch.setattr(read, "WHOLE_RUNS_MIN_BYTES", 0)  # the runs read and judged in tasks
     assert repr(run_analysis(tmp_path, jobs=2, charts=False)) == repr(plain)
 
 
@@ -248,14 +249,14 @@ def test_runs_read_in_tasks_with_nothing_readable_is_an_input_error(
     for number in range(2):
         (tmp_path / f"run{number}").mkdir()
         (tmp_path / f"run{number}" / "events.out.tfevents.1.host").write_bytes(b"\x00" * 64)
-    monkeypatch.setattr(pipeline, "WHOLE_RUNS_MIN_BYTES", 0)
+    monkeypatch.setattr(read, "WHOLE_RUNS_MIN_BYTES", 0)
     with pytest.raises(InputError, match="no valid TFRecord in 2 event files"):
         run_analysis(tmp_path, jobs=2)
 
 
 def test_a_sweeps_runs_go_in_tasks_of_neighbours_of_about_equal_bytes() -> None:
-    assert pipeline._batches([10] * 8, 4) == [[0, 1], [2, 3], [4, 5], [6, 7]]
-    assert pipeline._batches([10] * 9, 4) == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
-    assert pipeline._batches([100, 1, 1, 1, 1], 2) == [[0], [1, 2, 3, 4]]  # 51 bytes a task
-    assert pipeline._batches([5, 5], 16) == [[0], [1]]  # never an empty task
-    assert pipeline._batches([], 4) == []
+    assert read._batches([10] * 8, 4) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert read._batches([10] * 9, 4) == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    assert read._batches([100, 1, 1, 1, 1], 2) == [[0], [1, 2, 3, 4]]  # 51 bytes a task
+    assert read._batches([5, 5], 16) == [[0], [1]]  # never an empty task
+    assert read._batches([], 4) == []

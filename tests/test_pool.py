@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gradcheck.engine import pool
+from gradcheck.engine import pool, ranges, read
 from gradcheck.engine.parts import reduce_file, reduce_file_reference
 from gradcheck.events.steps import StepWindow
 from tests import eventfiles as ef
@@ -49,9 +49,9 @@ def _files(tmp_path: Path, count: int, steps: int = 12) -> list[tuple[str, str]]
 @pytest.fixture
 def split_everything(monkeypatch: pytest.MonkeyPatch) -> None:
     """Small files shared out and cut in ranges, as big ones are."""
-    monkeypatch.setattr(pool, "SPLIT_SIZE", 1)
-    monkeypatch.setattr(pool, "PIECE_SECONDS", 1e-12)  # any estimate long enough
-    monkeypatch.setattr(pool, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(ranges, "SPLIT_SIZE", 1)
+    monkeypatch.setattr(ranges, "PIECE_SECONDS", 1e-12)  # any estimate long enough
+    monkeypatch.setattr(read, "POOL_MIN_BYTES", 1)
 
 
 @pytest.mark.usefixtures("split_everything")
@@ -77,7 +77,7 @@ def test_workers_over_files_and_ranges_match_one_process(
     files = _files(tmp_path, file_count)
     progress = _CountingProgress()
     with pool.Workers(jobs) as workers:
-        parts = pool.read_files(files, StepWindow(), progress, workers)
+        parts = read.read_files(files, StepWindow(), progress, workers)
         assert workers._pool is not None  # the work did go to processes
     assert progress.done == sum(Path(path).stat().st_size for path, _ in files)
     for (path, run), part in zip(files, parts, strict=True):
@@ -99,31 +99,31 @@ def test_little_to_read_or_one_job_starts_no_worker(tmp_path: Path) -> None:
     files = _files(tmp_path, 3)
     for workers in (pool.Workers(1), pool.Workers(2)):  # one job; under POOL_MIN_BYTES
         with workers:
-            parts = pool.read_files(files, StepWindow(), _CountingProgress(), workers)
+            parts = read.read_files(files, StepWindow(), _CountingProgress(), workers)
             assert workers._pool is None
         assert [p.values_read for p in parts] == [
             reduce_file(path, run, StepWindow()).values_read for path, run in files
         ]
 
 
-def _dying_run(task: pool._Task, window: StepWindow) -> object:
-    """``pool._run``, but a worker given the second file dies (killed for memory, say)."""
+def _dying_run(task: read._Task, window: StepWindow) -> object:
+    """``read._run``, but a worker given the second file dies (killed for memory, say)."""
     if os.getpid() != PARENT and task.file == 1:
         os._exit(9)
     return _RUN(task, window)
 
 
-_RUN = pool._run
+_RUN = read._run
 
 
 @pytest.mark.usefixtures("split_everything")
 def test_a_worker_that_dies_leaves_its_tasks_to_this_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pool, "_run", _dying_run)  # forked workers have it too
+    monkeypatch.setattr(read, "_run", _dying_run)  # forked workers have it too
     files = _files(tmp_path, 4)
     with pool.Workers(2) as workers:
-        parts = pool.read_files(files, StepWindow(), _CountingProgress(), workers)
+        parts = read.read_files(files, StepWindow(), _CountingProgress(), workers)
     for (path, run), part in zip(files, parts, strict=True):
         assert_same(reduce_file(path, run, StepWindow()).data, part.data)
 

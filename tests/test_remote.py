@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gradcheck import cli
-from gradcheck.engine import pool
+from gradcheck.engine import ranges, read
 from gradcheck.events import s3_stream, storage
 from gradcheck.report import FORMATS
 from gradcheck.report.interface import Env
@@ -206,13 +206,13 @@ def test_worker_processes_and_byte_ranges_read_s3(
     (thresholds lowered to the sample logs' sizes); a URL is read whole by one of them, or,
     with ``REMOTE_WHOLE`` off, in byte ranges as a local file is."""
     expected = _all_formats(tmp_path / "one", f"{LOCAL_FOR_S3}/sample_runs", "-j", "1")
-    monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)
-    monkeypatch.setattr(pool, "SPLIT_SIZE", 0)
-    monkeypatch.setattr(pool, "REMOTE_WHOLE", whole)
-    monkeypatch.setattr(pool, "plan_pieces", lambda size, share, estimate: 3)
+    monkeypatch.setattr(read, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(ranges, "SPLIT_SIZE", 0)
+    monkeypatch.setattr(ranges, "REMOTE_WHOLE", whole)
+    monkeypatch.setattr(ranges, "plan_pieces", lambda size, share, estimate: 3)
     planned: list[int] = []
-    plan = pool._plan
-    monkeypatch.setattr(pool, "_plan", lambda *a: planned.append(len(p := plan(*a))) or p)
+    plan = read._plan
+    monkeypatch.setattr(read, "_plan", lambda *a: planned.append(len(p := plan(*a))) or p)
     endpoint = f"--storage-option=endpoint_url={s3_endpoint}"
     caplog.set_level(logging.INFO, logger="werkzeug")
     # unsigned requests (moto takes them): a forkserver started by an earlier test has the

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gradcheck.engine import fastpath
+from gradcheck.engine import fastpath, join, ranges
 from gradcheck.engine.parts import reduce_file_reference
 from gradcheck.events.steps import StepWindow
 from gradcheck.model import COLUMN, STAT_NAMES, HistogramSeries, Record, RunData
@@ -253,11 +253,11 @@ def test_both_engines_and_byte_ranges_thin_alike(
     if not fastpath.available():
         pytest.skip("the C engine is not built, or GRADCHECK_NO_EXT=1")
     size = Path(path).stat().st_size
-    (boundary,) = fastpath.split_offsets(path, size, 2)
+    (boundary,) = ranges.split_offsets(path, size, 2)
     first = fastpath.reduce_file_range(path, str(run), window, None, 0, boundary)
     second = fastpath.reduce_file_range(path, str(run), window, None, boundary, -1)
     whole = fastpath.reduce_file_range(path, str(run), window)
-    joined = fastpath.join_ranges([first, second], [boundary])
+    joined = join.join_ranges([first, second], [boundary])
     assert joined is not None
     for data in (whole.data, joined.data):
         assert_same_series(data, reference)

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from gradcheck import __version__
-from gradcheck.engine import fastpath
+from gradcheck.engine import fastpath, join, ranges
 from gradcheck.engine.parts import file_part, reduce_file
 from gradcheck.errors import InputError
 from gradcheck.events.framing import Frame, iter_frames
@@ -593,7 +593,7 @@ def test_joined_ranges_join_again_as_one_reading(tmp_path: Path) -> None:
     for name in ("tf_loop_exploding_nan", "torch_clipped"):
         path = str(event_file(name))
         whole = fastpath.reduce_file_range(path, "run", StepWindow())
-        cuts = [0, *fastpath.split_offsets(path, whole.end, 4)]
+        cuts = [0, *ranges.split_offsets(path, whole.end, 4)]
         assert len(cuts) == 4
         joined = None
         for start, limit in zip(cuts, [*cuts[1:], -1], strict=True):
@@ -603,7 +603,7 @@ def test_joined_ranges_join_again_as_one_reading(tmp_path: Path) -> None:
             )
             assert piece.end == (limit if limit >= 0 else whole.end)
             if joined is not None:
-                joined = fastpath.join_ranges([joined, piece], [start])
+                joined = join.join_ranges([joined, piece], [start])
                 assert joined is not None and joined.end == piece.end
             else:
                 joined = piece

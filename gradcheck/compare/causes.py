@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from gradcheck.compare.matching import without_model_scope
 from gradcheck.model import Cause, ParameterComparison
-from gradcheck.pipeline import plural
+from gradcheck.report.view import plural
 from gradcheck.verdicts.numeric import median
 
 NAMES_SHOWN = 3

@@ -17,6 +17,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,8 +25,7 @@ from gradcheck import __version__
 from gradcheck.compare.causes import name_cause
 from gradcheck.compare.matching import NamePair, match_names, names_phrase
 from gradcheck.errors import InputError
-from gradcheck.model import Comparison, ParameterComparison, StepSeries, Verdict
-from gradcheck.pipeline import LoadedRun
+from gradcheck.model import Comparison, ParameterComparison, RunData, RunReport, StepSeries, Verdict
 from gradcheck.series.stats import wasserstein_from_quantiles
 from gradcheck.tags import DEFAULT_RULES, TagRules
 from gradcheck.verdicts import hints
@@ -41,6 +41,15 @@ from gradcheck.verdicts.signals import (
     movement,
     run_weight_spread,
 )
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """One run's merged series and its report: what :func:`compare_runs` compares
+    (``pipeline.load_runs`` reads them)."""
+
+    data: RunData
+    report: RunReport
 
 
 class _Side:

@@ -1,4 +1,6 @@
-"""The same results, faster: the C scanner's driver (``fastpath``), file parts and their
-planning (``parts``), and the process pool (``pool``). Nothing outside this folder forks; C is
-reached only through ``native.extension()`` here, and every C function has a twin in Python.
+"""Reading runs into their series, behind one door (``read``): the C scanner's driver
+(``fastpath``) or the reference reader per file (``parts``), readings of one file joined
+(``join``), big files in byte ranges (``ranges``), the workers (``pool``, ``cluster``), a run
+followed as it grows (``follow``), and ``census`` for ``inspect``. Nothing outside this folder
+forks; C is reached through ``gradcheck.native.extension()``, and every C function has a twin.
 """

@@ -14,40 +14,36 @@ the pipeline uses the reference engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import BinaryIO, Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import BinaryIO
 
 import numpy as np
 
-from gradcheck.engine.native import _scan, extension
 from gradcheck.events.decode import EventDecoder, first_left_edges
 from gradcheck.events.framing import FOOTER_SIZE, HEADER_SIZE, Frame, Window, frame_at
 from gradcheck.events.reader import (
     FileTally,
-    collision_notice,
     element_count,
     frame_damage,
-    guess_writer,
     records_of_frame,
     restart_notice,
     unreadable,
 )
 from gradcheck.events.steps import StepWindow
 from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, open_binary
-from gradcheck.events.wire import EVENT_SUMMARY, event_head
 from gradcheck.model import (
     STAT_NAMES,
-    FileInfo,
     HistogramRecord,
     Notice,
     Record,
-    Run,
     RunData,
     ScalarRecord,
 )
-from gradcheck.series.merge import merge
-from gradcheck.series.reduce import FINGERPRINT_WEIGHTS, BucketMatrices, Reducer, reduce_by_width
+from gradcheck.native import extension, shared
+from gradcheck.series.batch import FINGERPRINT_WEIGHTS, BucketMatrices, reduce_by_width
+from gradcheck.series.reduce import Reducer
 
 ROWS = 8192
 """Values per batch at most: fewer, larger batches are faster, but hold more memory
@@ -56,16 +52,18 @@ DATA = 3 << 19  # float64 bucket numbers per batch (12 MB): wide histograms fill
 CHUNK = 16 << 20  # bytes read at a time
 
 FRAMING_BYTES = HEADER_SIZE + FOOTER_SIZE  # a record's bytes around its payload
-_STOP_FULL, _STOP_MORE, _STOP_DAMAGE, _STOP_FALLBACK, _STOP_LIMIT = range(5)
-_K_HISTO, _K_TENSOR_HIST, _K_SIMPLE, _K_TENSOR_SCALAR = range(4)
-_FLAG_RESTART, _FLAG_PENDING = 1, 2
-_WHATS = {0: "", 3: "file_version", 5: "summary"}
-_ENCODINGS = {0: "histo", 1: "tensor", 2: "simple_value"}
 
 
 def available() -> bool:
     """Whether the C engine can be used (built, and not disabled by ``GRADCHECK_NO_EXT=1``)."""
     return extension() is not None
+
+
+def _c() -> ModuleType:
+    """The C extension, for an engine that runs only when :func:`available`."""
+    scan = extension()
+    assert scan is not None, "the C engine runs only when available()"
+    return scan
 
 
 @dataclass
@@ -101,7 +99,7 @@ class Pending:
     kept: int = 0
 
 
-class _Columns:
+class Columns:
     """The arrays the scanner fills (one batch), grown when one record does not fit."""
 
     def __init__(self, rows: int = ROWS, data: int = DATA) -> None:
@@ -123,8 +121,8 @@ class _Columns:
             self.flags, self.aux, self.values, self.starts, self.sizes, self.fields, self.data,
         )  # fmt: skip
 
-    def grown(self) -> _Columns:
-        return _Columns(self.offsets.size * 2, self.data.size * 2)
+    def grown(self) -> Columns:
+        return Columns(self.offsets.size * 2, self.data.size * 2)
 
 
 class _SeriesNumbers:
@@ -157,14 +155,14 @@ class _SeriesNumbers:
         return self.found[at]
 
 
-class _ScannerState:
+class ScannerState:
     """The reader state (``reader._RunState``'s interface) backed by the scanner, so that the
     records the reference decoder reads are placed with the same state as the scanned ones."""
 
     def __init__(self, run: str, keep_unknown: bool) -> None:
         self.run = run
         self.decoder = EventDecoder(run)
-        self.scanner = _scan.Scanner(self.decoder.plugin_by_tag, keep_unknown)
+        self.scanner = _c().Scanner(self.decoder.plugin_by_tag, keep_unknown)
 
     def place(self, record: HistogramRecord | ScalarRecord) -> tuple[int, Notice | None]:
         histogram = isinstance(record, HistogramRecord)
@@ -175,7 +173,7 @@ class _ScannerState:
         return index, restart_notice(self.run, record.file, record.tag, went_back_from, record.step)
 
 
-class _RangeReader:
+class RangeReader:
     """Reads one byte range of one file into a reducer."""
 
     def __init__(
@@ -185,21 +183,21 @@ class _RangeReader:
         window: StepWindow,
         keep_unknown: bool,
         assumed: Mapping[str, str] | None = None,
-        state: _ScannerState | None = None,
+        state: ScannerState | None = None,
     ) -> None:
         self.path = path
         self.run = run
         self.window = window
         self.keep_unknown = keep_unknown
         # a state given is carried across files (the files of a run, as ``reader.read_run``)
-        self.state = state if state is not None else _ScannerState(run, keep_unknown)
+        self.state = state if state is not None else ScannerState(run, keep_unknown)
         self.assumed = dict(assumed or {})
         self.state.decoder.plugin_by_tag.update(self.assumed)
         self.reducer = Reducer()
         self.reducer.run = run
         self.series = _SeriesNumbers()
         self.tally = FileTally()
-        self.columns = _Columns()
+        self.columns = Columns()
         self.read = 0
         self.kept = 0
         self.restarts = False
@@ -234,16 +232,16 @@ class _RangeReader:
             if rows:
                 self._consume(rows)
             self.end = window.base + pos  # the scanner stops at a record's start
-            if stop == _STOP_FULL:
+            if stop == shared.STOP_FULL:
                 if not rows:
                     self.columns = columns.grown()
-            elif stop == _STOP_LIMIT:
+            elif stop == shared.STOP_LIMIT:
                 self.stopped_at = self.end = window.base + pos
                 return
-            elif stop == _STOP_MORE and not window.eof and window.holds(pos, needed):
+            elif stop == shared.STOP_MORE and not window.eof and window.holds(pos, needed):
                 pos = window.fill(pos, max(CHUNK, needed))
             else:  # damage, a record for the reference decoder, a length past the end, the end
-                self._take_tally()
+                self.take_tally()
                 items, pos = frame_at(window, pos)
                 for item in items:
                     if limit >= 0 and item.offset >= limit:
@@ -275,14 +273,16 @@ class _RangeReader:
             self.restarts = True
         self.reducer.add(record)
 
-    def _take_tally(self) -> None:
+    def take_tally(self) -> None:
         """Fold what the scanner read since the last call into the file's tally, in order."""
         records, events, whats, encodings, file_version, writer = self.state.scanner.take_tally()
         tally = self.tally
         tally.records += records
         tally.events += events
-        tally.whats.update(name for bit, name in _WHATS.items() if whats >> bit & 1)
-        tally.encodings.update(name for bit, name in _ENCODINGS.items() if encodings >> bit & 1)
+        tally.whats.update(name for bit, name in shared.WHATS.items() if whats >> bit & 1)
+        tally.encodings.update(
+            name for bit, name in shared.ENCODINGS.items() if encodings >> bit & 1
+        )
         if file_version is not None and tally.file_version is None:
             tally.file_version = file_version
         if writer is not None and tally.writer is None:
@@ -295,7 +295,7 @@ class _RangeReader:
         flags = c.flags[:rows]
         tags = self.state.scanner.tags
         if flags.any():
-            for i in np.flatnonzero(flags & _FLAG_RESTART).tolist():
+            for i in np.flatnonzero(flags & shared.FLAG_RESTART).tolist():
                 self.restarts = True
                 tag = tags[c.tag_ids[i]]
                 self.reducer.add(
@@ -305,16 +305,16 @@ class _RangeReader:
         self.read += rows
         kept = np.flatnonzero(keep) if keep is not None else np.arange(rows)
         self.kept += kept.size
-        if self.keep_unknown and (flags & _FLAG_PENDING).any():
+        if self.keep_unknown and (flags & shared.FLAG_PENDING).any():
             self._note_pending(rows, keep, tags)
         kinds = c.kinds[kept]
-        scalar = kept[kinds >= _K_SIMPLE]
+        scalar = kept[kinds >= shared.K_SIMPLE]
         for tag_id, step, value in zip(
             c.tag_ids[scalar].tolist(), steps[scalar].tolist(), c.values[scalar].tolist(),
             strict=True,
         ):  # fmt: skip
             self.reducer.add_scalar(tags[tag_id], step, value)
-        histograms = kept[kinds < _K_SIMPLE]
+        histograms = kept[kinds < shared.K_SIMPLE]
         if histograms.size:
             self._histograms(histograms, tags)
         if self.on_offset is not None:
@@ -324,8 +324,8 @@ class _RangeReader:
         """Count the batch's pending values per tag and kind (vectorised: in a range that
         starts mid-file, every TF2 histogram is pending)."""
         c = self.columns
-        pending = (c.flags[:rows] & _FLAG_PENDING) != 0
-        scalar = c.kinds[:rows] >= _K_SIMPLE
+        pending = (c.flags[:rows] & shared.FLAG_PENDING) != 0
+        scalar = c.kinds[:rows] >= shared.K_SIMPLE
         inside = np.ones(rows, dtype=bool) if keep is None else keep
         codes = c.tag_ids[:rows].astype(np.int64) * 2 + scalar
         for code in np.unique(codes[pending]).tolist():
@@ -349,11 +349,12 @@ class _RangeReader:
         """The reducer's number of the new series whose first value is scanned row ``row``."""
         c = self.columns
         key = (tags[c.tag_ids[row]], int(c.indexes[row]))
-        return self.reducer.series_number(key, "histo" if c.kinds[row] == _K_HISTO else "tensor")
+        encoding = "histo" if c.kinds[row] == shared.K_HISTO else "tensor"
+        return self.reducer.series_number(key, encoding)
 
     def result(self, size: int | None) -> RangeResult:
         """What the range gave; ``size`` None when the file could not be opened."""
-        self._take_tally()
+        self.take_tally()
         collisions = self.state.scanner.take_collisions()
         return RangeResult(
             data=self.reducer.finish(),
@@ -405,21 +406,22 @@ def _in_window(steps: np.ndarray, window: StepWindow) -> np.ndarray | None:
     return keep
 
 
-def _reduced(c: _Columns, at: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _reduced(c: Columns, at: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Statistics and fingerprints of the scanned histograms ``at``: in C (``_scan.reduce``,
-    the numpy code's twin) up to 8192 buckets, else with numpy (``series.reduce_by_width``)."""
+    the numpy code's twin) up to 8192 buckets, else with numpy
+    (``series.batch.reduce_by_width``)."""
     if sizes.size and int(sizes.max()) > FINGERPRINT_WEIGHTS.shape[1]:
         return reduce_by_width(sizes, _matrices_of(c, at, sizes))
     rows = np.empty((at.size, len(STAT_NAMES)), dtype=np.float32)
     fingerprints = np.empty(at.size, dtype=np.uint64)
-    _scan.reduce(
+    _c().reduce(
         c.data, at, c.starts, c.sizes, c.kinds, c.fields, FINGERPRINT_WEIGHTS, rows, fingerprints
     )
     return rows, fingerprints
 
 
 def _matrices_of(
-    c: _Columns, at: np.ndarray, sizes: np.ndarray
+    c: Columns, at: np.ndarray, sizes: np.ndarray
 ) -> Callable[[np.ndarray, int], BucketMatrices]:
     """The bucket matrices of a width group, gathered from the scanned data column.
 
@@ -429,12 +431,12 @@ def _matrices_of(
 
     def matrices(members: np.ndarray, width: int) -> BucketMatrices:
         rows = at[members]
-        if bool((c.kinds[rows] == _K_TENSOR_HIST).all() and (sizes[members] == width).all()):
+        if bool((c.kinds[rows] == shared.K_TENSOR_HIST).all() and (sizes[members] == width).all()):
             return _tensor_matrices(c, rows, width)
         left, right, counts = (np.zeros((rows.size, width)) for _ in range(3))
-        _scan.gather(c.data, rows, c.starts, c.sizes, c.kinds, left, right, counts)
+        _c().gather(c.data, rows, c.starts, c.sizes, c.kinds, left, right, counts)
         fields = c.fields[rows]
-        histo = c.kinds[rows] == _K_HISTO
+        histo = c.kinds[rows] == shared.K_HISTO
         if histo.any():
             first = first_left_edges(fields[histo, 0], right[histo, 0], counts[histo, 0])
             left[histo, 0] = first
@@ -444,7 +446,7 @@ def _matrices_of(
     return matrices
 
 
-def _tensor_matrices(c: _Columns, rows: np.ndarray, width: int) -> BucketMatrices:
+def _tensor_matrices(c: Columns, rows: np.ndarray, width: int) -> BucketMatrices:
     """The common case: tensor histograms of one bucket count (TF2 writes 30)."""
     starts = c.starts[rows]
     triples = 3 * width
@@ -477,7 +479,7 @@ def reduce_file_range(
     (:func:`head_plugins`), so their values are read at once instead of kept pending;
     :func:`join_ranges` checks the assumption against what the earlier ranges learnt.
     """
-    reader = _RangeReader(path, run, window, keep_unknown=start > 0, assumed=assumed)
+    reader = RangeReader(path, run, window, keep_unknown=start > 0, assumed=assumed)
     reader.on_offset = on_offset
     try:
         size = file_size(path, storage)
@@ -488,377 +490,3 @@ def reduce_file_range(
     with stream:
         reader.read_range(stream, start, limit)
     return reader.result(size)
-
-
-def finish_file(result: RangeResult, path: str, run: str) -> RunData:
-    """The collision notices and ``FileInfo`` that end a file's records, added to its data."""
-    notices = tuple(
-        collision_notice(run, path, tag, step, counts) for tag, step, counts in result.collisions
-    )
-    info = _file_info(run, path, result.size, result.tally)
-    data = result.data
-    return RunData(
-        run=data.run,
-        files=tuple(dict.fromkeys((*data.files, path))),
-        file_infos=(*data.file_infos, info),
-        damages=data.damages,
-        notices=data.notices + notices,
-        histograms=data.histograms,
-        scalars=data.scalars,
-        hparams=data.hparams,
-    )
-
-
-def _file_info(run: str, path: str, size: int | None, tally: FileTally) -> FileInfo:
-    """What a file held, once read (``size`` None: it could not be opened)."""
-    if size is None:
-        return FileInfo(run, path, 0, 0, 0, None)
-    return FileInfo(run, path, size, tally.records, tally.events, guess_writer(path, tally))
-
-
-def join_ranges(ranges: Sequence[RangeResult], boundaries: Sequence[int]) -> RangeResult | None:
-    """Join the results of consecutive byte ranges of one file, as one reading would give;
-    ``boundaries[i]`` is where ``ranges[i + 1]`` starts.
-
-    Each range's pending tensors are settled with the plugins the ranges before it learnt
-    (kept, or dropped as the reference would have skipped them). None when the ranges cannot
-    be joined exactly (a restart, a tag whose reading depends on what came before a
-    boundary): then the file is read again in one piece. Joined, the ranges' series are
-    consumed (moved into the joined result, each piece freed as it is joined).
-    """
-    first = ranges[0]
-    if first.restarts or len(boundaries) != len(ranges) - 1:
-        return None
-    if len(ranges) == 1:
-        return first
-    plugins = dict(first.plugins)  # known at the next boundary
-    last = {tag: (hist[1], scalar[1]) for tag, (hist, scalar) in first.steps.items()}
-    firsts = {tag: (hist[0], scalar[0]) for tag, (hist, scalar) in first.steps.items()}
-    collisions = list(first.collisions)
-    collided = {tag for tag, _, _ in collisions}
-    read, kept, tally = first.values_read, first.values_kept, first.tally
-    pieces = [first.data]
-    previous = first
-    for second, boundary in zip(ranges[1:], boundaries, strict=True):
-        if second.restarts or previous.stopped_at != boundary:
-            return None
-        if any(plugins.get(tag) != name for tag, name in second.assumed.items()):
-            return None  # the plugins assumed were not those at the boundary: read in one piece
-        if any(plugins.get(tag) in _READ_PLUGINS for tag in second.unsure):
-            return None
-        dropped = _settle_pending(plugins, second)
-        if dropped is None or _crosses_boundary(last, second, dropped):
-            return None
-        read += second.values_read - sum(second.pending[tag].read for tag in dropped)
-        kept += second.values_kept - sum(second.pending[tag].kept for tag in dropped)
-        later = [c for c in second.collisions if c[0] not in collided and c[0] not in dropped]
-        collisions += later
-        collided.update(tag for tag, _, _ in later)
-        tally = _joined_tally(tally, second.tally)
-        if len(dropped) < len(second.pending):
-            tally.encodings.add("tensor")
-        pieces.append(_without_tags(second.data, dropped))
-        plugins.update(second.plugins)
-        for tag, ((hist_first, hist_last), (scalar_first, scalar_last)) in second.steps.items():
-            if tag not in dropped:
-                before_hist, before_scalar = last.get(tag, (None, None))
-                last[tag] = (
-                    before_hist if hist_last is None else hist_last,
-                    before_scalar if scalar_last is None else scalar_last,
-                )
-                first_hist, first_scalar = firsts.get(tag, (None, None))
-                firsts[tag] = (
-                    hist_first if first_hist is None else first_hist,
-                    scalar_first if first_scalar is None else first_scalar,
-                )
-        previous = second
-    return RangeResult(
-        data=merge(pieces, consume=True),
-        values_read=read,
-        values_kept=kept,
-        tally=tally,
-        size=first.size,
-        collisions=collisions,
-        plugins=plugins,
-        steps={  # so that the joined result can be joined again (a file followed as it grows)
-            tag: ((hist_first, last[tag][0]), (scalar_first, last[tag][1]))
-            for tag, (hist_first, scalar_first) in firsts.items()
-        },
-        stopped_at=previous.stopped_at,
-        end=previous.end,
-    )
-
-
-_READ_PLUGINS = ("histograms", "scalars")
-_PENDING_KIND = {"histograms": "histogram", "scalars": "scalar"}
-
-
-def _settle_pending(plugins: Mapping[str, str], second: RangeResult) -> set[str] | None:
-    """Tags whose pending values the reference would have skipped, given the ``plugins``
-    known at the range's start; None if one cannot tell."""
-    dropped = set()
-    for tag, pending in second.pending.items():
-        plugin = plugins.get(tag)
-        if tag in second.plugins:
-            return None  # the plugin is named again later in the range: values of both kinds
-        if plugin in _PENDING_KIND:
-            if pending.kinds != {_PENDING_KIND[plugin]}:
-                return None  # e.g. a scalar-shaped tensor under "histograms": reference damage
-        else:
-            dropped.add(tag)
-    return dropped
-
-
-def _crosses_boundary(
-    last: Mapping[str, tuple[int | None, int | None]], second: RangeResult, dropped: set[str]
-) -> bool:
-    """Whether a tag's steps do not rise across the boundary (restart or collision group),
-    from the ``last`` histogram and scalar step of each tag before it."""
-    for tag, ((hist_first, _), (scalar_first, _)) in second.steps.items():
-        before = last.get(tag)
-        if before is None or tag in dropped:
-            continue
-        hist_last, scalar_last = before
-        if hist_first is not None and hist_last is not None and hist_first <= hist_last:
-            return True
-        if scalar_first is not None and scalar_last is not None and scalar_first <= scalar_last:
-            return True
-    return False
-
-
-def _without_tags(data: RunData, tags: set[str]) -> RunData:
-    if not tags:
-        return data
-    return replace(
-        data,
-        histograms={key: s for key, s in data.histograms.items() if key[0] not in tags},
-        scalars={tag: s for tag, s in data.scalars.items() if tag not in tags},
-    )
-
-
-def _joined_tally(first: FileTally, second: FileTally) -> FileTally:
-    return FileTally(
-        records=first.records + second.records,
-        events=first.events + second.events,
-        file_version=first.file_version if first.file_version is not None else second.file_version,
-        writer=first.writer if first.writer is not None else second.writer,
-        whats=first.whats | second.whats,
-        encodings=first.encodings | second.encodings,
-    )
-
-
-HEAD_BYTES = 4 << 20
-"""Bytes read by :func:`head_plugins` (TF2 names a tag's plugin on its first value only, and
-every tag is written at the first step: a few hundred kB)."""
-
-
-def head_plugins(
-    path: str, run: str, limit: int, storage: StorageOptions = NO_OPTIONS
-) -> dict[str, str]:
-    """The plugin names of tags learnt from the records of ``path`` that start before
-    ``min(limit, HEAD_BYTES)``: what a range starting at ``limit`` may assume (TF2 histograms
-    of known tags are then read at once, not kept pending: that path is ~25% slower)."""
-    return scan_head(path, run, limit, storage)[0]
-
-
-def scan_head(
-    path: str, run: str, limit: int, storage: StorageOptions = NO_OPTIONS
-) -> tuple[dict[str, str], int, int]:
-    """:func:`head_plugins`, with how many records start in the bytes read and how many
-    bytes that is (the density of records, for an estimate of the whole file's reading)."""
-    reader = _PluginReader(path, run, StepWindow(), keep_unknown=False)
-    end = min(limit, HEAD_BYTES)
-    try:
-        with open_binary(path, storage) as stream:
-            reader.read_range(stream, 0, end)
-        end = min(end, file_size(path, storage))
-    except OSError:
-        pass  # the ranges will say what cannot be read; assume what was learnt
-    reader._take_tally()
-    return dict(reader.state.decoder.plugin_by_tag), reader.tally.records, end
-
-
-class _PluginReader(_RangeReader):
-    """A range reader that only learns plugin names: the scanner and the reference decoder
-    remember them as they read; no statistics are computed and no series are built."""
-
-    def _consume(self, rows: int) -> None:
-        pass
-
-    def _add_record(self, record: Record) -> None:
-        pass
-
-
-# --------------------------------------------------------------------------------------------
-# A census: what the files of a run hold, per series, without statistics (``gradcheck inspect``)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ValueGroups:
-    """One batch of scanned values, grouped by series in order of first appearance.
-
-    ``series[i]`` is ``(tag, index, histogram)`` (index 0 for scalars, as ``gradcheck.inspect``
-    keys them); ``encodings[i]`` is the encoding of the group's first value, then its smallest
-    and largest step and how many values it holds. ``element_counts`` holds ``(i, count)`` for
-    each distinct ``reader.element_count`` of a group's histograms (None ones left out), in
-    order of first appearance.
-    """
-
-    series: list[tuple[str, int, bool]]
-    encodings: list[str]
-    first_steps: list[int]
-    last_steps: list[int]
-    counts: list[int]
-    element_counts: list[tuple[int, int]]
-
-
-class Census(Protocol):
-    """What :func:`census_run` tells, in the order ``reader.read_run`` would yield it."""
-
-    def add(self, record: Record) -> None:
-        """A damage, a notice, a value the reference decoder read, or a file's ``FileInfo``."""
-
-    def add_values(self, run: str, file: str, values: ValueGroups) -> None:
-        """A batch of values the scanner read from ``file`` (no object per value)."""
-
-
-def census_run(run: Run, census: Census, storage: StorageOptions = NO_OPTIONS) -> None:
-    """Tell ``census`` what ``run``'s files hold, as ``reader.read_run(run, storage)`` would
-    (state carried across the files), but with values counted per series and batch by the
-    scanner."""
-    state = _ScannerState(run.path, keep_unknown=False)
-    for path in run.files:
-        reader = _CensusReader(path, run.path, state, census)
-        try:
-            size = file_size(path, storage)
-            stream = open_binary(path, storage)
-        except OSError as error:
-            census.add(unreadable(run.path, path, 0, error))
-            census.add(_file_info(run.path, path, None, reader.tally))
-            continue
-        with stream:
-            reader.read_range(stream, 0, -1)
-        reader._take_tally()
-        for tag, step, counts in state.scanner.take_collisions():
-            census.add(collision_notice(run.path, path, tag, step, counts))
-        census.add(_file_info(run.path, path, size, reader.tally))
-
-
-class _CensusReader(_RangeReader):
-    """A range reader that counts values per series for a :class:`Census`: no statistics
-    and no series are built (``reducer`` stays empty)."""
-
-    def __init__(self, path: str, run: str, state: _ScannerState, census: Census) -> None:
-        super().__init__(path, run, StepWindow(), keep_unknown=False, state=state)
-        self.census = census
-
-    def _add_record(self, record: Record) -> None:
-        self.census.add(record)
-
-    def _consume(self, rows: int) -> None:
-        c = self.columns
-        tags = self.state.scanner.tags
-        if c.flags[:rows].any():
-            for i in np.flatnonzero(c.flags[:rows] & _FLAG_RESTART).tolist():
-                tag = tags[c.tag_ids[i]]
-                self.census.add(
-                    restart_notice(self.run, self.path, tag, int(c.aux[i]), int(c.steps[i]))
-                )
-        self.census.add_values(self.run, self.path, _value_groups(c, rows, tags))
-
-
-_ENCODING_OF_KIND = ("histo", "tensor", "simple_value", "tensor")
-
-
-def _value_groups(c: _Columns, rows: int, tags: list[str]) -> ValueGroups:
-    """The batch's values grouped by series (see :class:`ValueGroups`)."""
-    kinds = c.kinds[:rows]
-    histogram = kinds < _K_SIMPLE
-    indexes = np.where(histogram, c.indexes[:rows].astype(np.int64) + 1, 0)  # scalars: 0
-    keys = c.tag_ids[:rows].astype(np.int64) << 32 | indexes
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    order = np.argsort(first, kind="stable")  # groups in order of first appearance
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    groups = rank[inverse]  # each row's group, numbered by first appearance
-    by_group = np.argsort(groups, kind="stable")
-    counts = np.bincount(groups, minlength=order.size)
-    starts = np.cumsum(counts) - counts
-    steps = c.steps[:rows][by_group]
-    heads = first[order]
-    series = [
-        (tags[tag_id], index if is_histogram else 0, is_histogram)
-        for tag_id, index, is_histogram in zip(
-            c.tag_ids[heads].tolist(), c.indexes[heads].tolist(), histogram[heads].tolist(),
-            strict=True,
-        )
-    ]  # fmt: skip
-    return ValueGroups(
-        series=series,
-        encodings=[_ENCODING_OF_KIND[kind] for kind in kinds[heads].tolist()],
-        first_steps=np.minimum.reduceat(steps, starts).tolist(),
-        last_steps=np.maximum.reduceat(steps, starts).tolist(),
-        counts=counts.tolist(),
-        element_counts=_element_counts(c.values[:rows], groups, histogram),
-    )
-
-
-def _element_counts(
-    totals: np.ndarray, groups: np.ndarray, histogram: np.ndarray
-) -> list[tuple[int, int]]:
-    """``(group, count)`` for each distinct finite histogram total of each group, in order of
-    first appearance (``reader.element_count``: the total as an int)."""
-    rows = np.flatnonzero(histogram & np.isfinite(totals))
-    if not rows.size:
-        return []
-    pairs = np.stack([groups[rows].astype(np.float64), totals[rows]], axis=1)
-    _, first = np.unique(pairs, axis=0, return_index=True)
-    first.sort()
-    at = rows[first]
-    return [
-        (group, int(total))
-        for group, total in zip(groups[at].tolist(), totals[at].tolist(), strict=True)
-    ]
-
-
-SPLIT_SEARCH = 8 << 20  # bytes searched after a cut for a step boundary
-
-
-def split_offsets(
-    path: str, size: int, pieces: int, storage: StorageOptions = NO_OPTIONS
-) -> list[int]:
-    """Where to cut a file in ``pieces`` ranges of about equal bytes: after each
-    ``i / pieces`` of it, the first record (by the resync rule: both CRCs verify) that starts
-    a new, higher step, so that no index group of a step is cut. Rising offsets; fewer when
-    there is no such record near a cut (damage, no summary steps) or two cuts find the same;
-    none when the file cannot be read."""
-    found: list[int] = []
-    try:
-        with open_binary(path, storage) as stream:
-            for number in range(1, pieces):
-                at = max(size * number // pieces, found[-1] + 1 if found else 0)
-                stream.seek(at)
-                window = Window(stream, 1 << 20)
-                window.base = at
-                boundary = _step_boundary(window, at + SPLIT_SEARCH)
-                if boundary is not None and boundary < size:
-                    found.append(boundary)
-    except OSError:
-        return []
-    return found
-
-
-def _step_boundary(window: Window, give_up: int) -> int | None:
-    previous: int | None = None
-    pos = 0
-    while pos >= 0 and window.base + pos < give_up:
-        items, pos = frame_at(window, pos)
-        for item in items:
-            head = event_head(item.payload) if isinstance(item, Frame) else None
-            step = head[0] if head is not None and head[1] == EVENT_SUMMARY else None
-            if step is not None and previous is not None and step > previous:
-                return item.offset
-            previous = step
-    return None

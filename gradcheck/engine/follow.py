@@ -3,7 +3,7 @@
 Per file the follower keeps how far it has read (``end``: just past the last complete record)
 and the C engine's result for the bytes before it (a ``fastpath.RangeResult``). A poll reads the
 appended bytes as one more range (``fastpath.reduce_file_range`` from ``end``) and joins it onto
-the old result with ``fastpath.join_ranges``, which gives what one reading of the whole file
+the old result with ``join.join_ranges``, which gives what one reading of the whole file
 gives, or None when the ranges cannot be joined exactly (a restart, a step whose values straddle
 the boundary): then the file is read again whole. A record still being written (the bytes after
 ``end``) is left for the next poll, so each poll's parts are those of the log cut at its last
@@ -27,14 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gradcheck.engine import fastpath
-from gradcheck.engine.parts import FilePart, file_part, reduce_file, reduce_stream
+from gradcheck.engine.join import join_ranges
+from gradcheck.engine.parts import FilePart, file_part, reduce_file, source_part
 from gradcheck.errors import InputError
 from gradcheck.events.discover import discover, merged
 from gradcheck.events.steps import StepWindow
 from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, open_binary
 from gradcheck.model import Run
 from gradcheck.sources import is_source
-from gradcheck.sources import records as source_records
 
 IDENTITY_BYTES = 64
 """Bytes at the start of a file remembered to tell a replaced file from a grown one: the first
@@ -153,7 +153,7 @@ class Follower:
         known = self._sources.get(run)
         if known is not None and known[0] == signature:
             return known[1], 0
-        part = reduce_stream(source_records(run), self.window)
+        part = source_part(run, self.window)
         self._sources[run] = (signature, part)
         return part, max(1, sum(size for size, _ in signature))
 
@@ -233,7 +233,7 @@ def _advance(state: _File, window: StepWindow, warnings: list[str]) -> int:
         return 0  # only part of a record was appended
     else:
         previous = replace(state.result, stopped_at=state.result.end)
-        joined_or_none = fastpath.join_ranges([previous, appended], [start])
+        joined_or_none = join_ranges([previous, appended], [start])
         read = appended.end - start
         if joined_or_none is None:  # not exactly joinable: read the file again in one piece
             joined_or_none = _complete(

@@ -1,21 +1,24 @@
-"""One event file (or one byte range of it) -> its reduced series: the map step's task.
+"""A run's files -> their reduced series (:class:`FilePart`): the map step's task, for event
+files and the other log formats (``gradcheck.sources``) alike.
 
-:func:`reduce_file` is module level and picklable, so a process pool can map it over files;
-:func:`reduce_range` reads one byte range of a big file, for processes to share it.
-Both use the C engine (``gradcheck.engine.fastpath``) when it is built, else the reference reader.
+:func:`reduce_file` is module level and picklable, so a process pool can map it over files; it
+uses the C engine (``gradcheck.engine.fastpath``) when it is built, else the reference reader.
+A run of another log format is read whole, as one part (:func:`source_part`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from gradcheck.engine import fastpath
-from gradcheck.events.reader import read_file
+from gradcheck.events.reader import FileTally, collision_notice, guess_writer, read_file
 from gradcheck.events.steps import StepWindow
 from gradcheck.events.storage import NO_OPTIONS, StorageOptions
-from gradcheck.model import HistogramRecord, Record, RunData, ScalarRecord
+from gradcheck.model import FileInfo, HistogramRecord, Record, Run, RunData, ScalarRecord
 from gradcheck.series.reduce import reduce_records
+from gradcheck.sources import is_source
+from gradcheck.sources import records as source_records
 
 PROGRESS_EVERY = 256  # records between two progress reports within a file (cheap: rich throttles)
 
@@ -47,20 +50,6 @@ def reduce_file(
     return reduce_file_reference(path, run, window, on_offset, storage)
 
 
-def reduce_range(
-    path: str,
-    run: str,
-    window: StepWindow,
-    start: int,
-    limit: int,
-    assumed: Mapping[str, str] | None = None,
-    storage: StorageOptions = NO_OPTIONS,
-) -> fastpath.RangeResult:
-    """The records of ``path`` starting in ``[start, limit)``, with the C engine (a pool task);
-    ``assumed``: the plugin names of tags before ``start`` (see ``fastpath.head_plugins``)."""
-    return fastpath.reduce_file_range(path, run, window, None, start, limit, assumed, storage)
-
-
 def reduce_file_reference(
     path: str,
     run: str,
@@ -85,10 +74,49 @@ def reduce_stream(records: Iterable[Record], window: StepWindow) -> FilePart:
     return FilePart(data=data, values_read=counter.read, values_kept=counter.kept)
 
 
+def source_part(run: Run, window: StepWindow) -> FilePart:
+    """A run of another log format (``gradcheck.sources``), read whole as one part."""
+    return reduce_stream(source_records(run), window)
+
+
+def run_parts(run: Run, window: StepWindow, storage: StorageOptions = NO_OPTIONS) -> list[FilePart]:
+    """Every part of ``run``, read here: one per event file in file order, or its one part
+    (another log format)."""
+    if is_source(run):
+        return [source_part(run, window)]
+    return [reduce_file(path, run.path, window, storage=storage) for path in run.files]
+
+
 def file_part(result: fastpath.RangeResult, path: str, run: str) -> FilePart:
     """A whole file's range result as a :class:`FilePart` (its notices and ``FileInfo`` added)."""
-    data = fastpath.finish_file(result, path, run)
+    data = finish_file(result, path, run)
     return FilePart(data=data, values_read=result.values_read, values_kept=result.values_kept)
+
+
+def finish_file(result: fastpath.RangeResult, path: str, run: str) -> RunData:
+    """The collision notices and ``FileInfo`` that end a file's records, added to its data."""
+    notices = tuple(
+        collision_notice(run, path, tag, step, counts) for tag, step, counts in result.collisions
+    )
+    info = file_info(run, path, result.size, result.tally)
+    data = result.data
+    return RunData(
+        run=data.run,
+        files=tuple(dict.fromkeys((*data.files, path))),
+        file_infos=(*data.file_infos, info),
+        damages=data.damages,
+        notices=data.notices + notices,
+        histograms=data.histograms,
+        scalars=data.scalars,
+        hparams=data.hparams,
+    )
+
+
+def file_info(run: str, path: str, size: int | None, tally: FileTally) -> FileInfo:
+    """What a file held, once read (``size`` None: it could not be opened)."""
+    if size is None:
+        return FileInfo(run, path, 0, 0, 0, None)
+    return FileInfo(run, path, size, tally.records, tally.events, guess_writer(path, tally))
 
 
 class _ValueCounter:

@@ -379,6 +379,8 @@ enum { V_NONE = 0, V_SIMPLE = 2, V_HISTO = 5, V_TENSOR = 8 };
 enum { DT_FLOAT = 1, DT_DOUBLE = 2 };
 /* Row kinds written to the ``kinds`` column. */
 enum { K_HISTO = 0, K_TENSOR_HIST = 1, K_SIMPLE = 2, K_TENSOR_SCALAR = 3 };
+/* The bits of the tally's ``encodings``. */
+enum { ENCODING_HISTO = 0, ENCODING_TENSOR = 1, ENCODING_SIMPLE_VALUE = 2 };
 /* Plugin codes. */
 enum { P_UNKNOWN = 0, P_HISTOGRAMS = 1, P_SCALARS = 2, P_OTHER = 3 };
 
@@ -779,10 +781,13 @@ static int parse_value(Scanner *s, Span m, Value *v)
     return 0;
 }
 
+/* What an Event holds: its field number (the bits of the tally's ``whats``). */
+enum { WHAT_NONE = 0, WHAT_FILE_VERSION = 3, WHAT_SUMMARY = 5 };
+
 typedef struct {
     double wall_time;
     int64_t step;
-    int what; /* 0 none, 3 file_version, 5 summary */
+    int what; /* WHAT_NONE, WHAT_FILE_VERSION or WHAT_SUMMARY */
     Span file_version, writer, summary;
     Py_ssize_t nvalues;
 } Event;
@@ -838,10 +843,10 @@ static int parse_event(Scanner *s, const uint8_t *payload, Py_ssize_t n, Event *
         } else if (f.number == 3 && f.wire == 2) {
             if (!valid_utf8(f.data, f.len))
                 return FALLBACK;
-            e->what = 3;
+            e->what = WHAT_FILE_VERSION;
             e->file_version = d;
         } else if (f.number == 5 && f.wire == 2) {
-            e->what = 5;
+            e->what = WHAT_SUMMARY;
             e->summary = d;
         } else if (f.number == 10 && f.wire == 2) {
             if (parse_source(d, e))
@@ -852,7 +857,7 @@ static int parse_event(Scanner *s, const uint8_t *payload, Py_ssize_t n, Event *
     }
     if ((seen & (1 << 3)) && (seen & (1 << 5)))
         return FALLBACK;
-    if (e->what != 5)
+    if (e->what != WHAT_SUMMARY)
         return 0;
     p = e->summary.p;
     end = p + e->summary.n;
@@ -1160,7 +1165,7 @@ static int commit_event(Scanner *s, Event *e, int64_t offset, Out *out, Py_ssize
     s->records++;
     s->events++;
     s->whats |= 1L << e->what;
-    if (e->what == 3 && set_first(&s->file_version, e->file_version) < 0)
+    if (e->what == WHAT_FILE_VERSION && set_first(&s->file_version, e->file_version) < 0)
         return -1;
     if (e->writer.n && set_first(&s->writer, e->writer) < 0)
         return -1;
@@ -1203,7 +1208,9 @@ static int commit_event(Scanner *s, Event *e, int64_t offset, Out *out, Py_ssize
             *data += v->ndata;
         }
         if (!v->pending) /* a pending row's encoding counts once its plugin is known */
-            s->encodings |= 1L << (v->row_kind == K_HISTO ? 0 : v->row_kind == K_SIMPLE ? 2 : 1);
+            s->encodings |= 1L << (v->row_kind == K_HISTO    ? ENCODING_HISTO
+                                   : v->row_kind == K_SIMPLE ? ENCODING_SIMPLE_VALUE
+                                                             : ENCODING_TENSOR);
     }
     return 0;
 }
@@ -1420,8 +1427,8 @@ static PyObject *Scanner_take_collisions(Scanner *s, PyObject *Py_UNUSED(ignored
 
 PyDoc_STRVAR(take_tally_doc,
 "take_tally() -> (records, events, whats, encodings, file_version, writer)\n\n"
-"What the scan read since the last call (bit sets: whats 0 none, 3 file_version, 5 summary;\n"
-"encodings 0 histo, 1 tensor, 2 simple_value); then starts afresh.");
+"What the scan read since the last call (bit sets: whats of WHAT_*, encodings of ENCODING_*,\n"
+"as ``SHARED`` exports them); then starts afresh.");
 
 static PyObject *Scanner_take_tally(Scanner *s, PyObject *Py_UNUSED(ignored))
 {
@@ -1648,8 +1655,8 @@ done:
 /* ------------------------------------------------------------------------------------------ */
 
 /* stats.histogram_stats_batch on one histogram, zero-padded to its width class as
- * series.reduce_by_width pads it, written as float32 as series._to_float32 writes it; and
- * series._fingerprints. numpy stays the reference: every step below mirrors one numpy
+ * series.batch.reduce_by_width pads it, written as float32 as series.batch._to_float32 writes it;
+ * and series.batch._fingerprints. numpy stays the reference: every step below mirrors one numpy
  * expression there, with numpy's NaN rules (np.maximum / np.minimum / np.clip propagate NaN).
  * Sums over buckets use numpy's pairwise order where numpy sums (``.sum``), a plain loop where it
  * uses einsum: those may differ from numpy in the last bits (tests/test_fastpath.py allows a
@@ -1685,7 +1692,7 @@ static double pairwise(const double *a, Py_ssize_t n)
     return pairwise_sum((const uint8_t *)a, n, sizeof(double));
 }
 
-/* series._width_class: sizes up to 64 as they are, wider ones rounded up to an eighth of a
+/* series.batch._width_class: sizes up to 64 as they are, wider ones rounded up to an eighth of a
  * power of two. */
 static Py_ssize_t width_class(Py_ssize_t size)
 {
@@ -2010,7 +2017,7 @@ typedef struct {
     double edge;       /* the padded tail's left and right edge (the last right edge) */
 } RowScan;
 
-/* series._fingerprints of a filled row: a weighted sum of every value's mixed bits. A histo
+/* series.batch._fingerprints of a filled row: a weighted sum of every value's mixed bits. A histo
  * row's left edges are its right edges shifted by one: their mixed bits are reused.
  * ``*odd`` gets bit 63 set when some written edge or count is not finite (all exponent bits
  * set: adding one to the exponent carries into bit 63) or some count has its sign bit set
@@ -2408,8 +2415,8 @@ static int histo_row_direct(Buckets *b, const double *data, Py_ssize_t s, Py_ssi
 PyDoc_STRVAR(reduce_doc,
 "reduce(data, rows, starts, sizes, kinds, fields, weights, stats, fingerprints)\n\n"
 "Statistics (float32 [B, 25], stats.STAT_NAMES) and 64-bit fingerprints (uint64 [B]) of the\n"
-"scanned histograms ``rows`` (see gather), as series.reduce_by_width computes them with numpy;\n"
-"``fields`` [rows, 5] the histo rows' proto fields, ``weights`` uint64 [4, 8192] the\n"
+"scanned histograms ``rows`` (see gather), as series.batch.reduce_by_width computes them with\n"
+"numpy; ``fields`` [rows, 5] the histo rows' proto fields, ``weights`` uint64 [4, 8192] the\n"
 "fingerprint weights. Histograms wider than 8192 buckets are refused (ValueError).");
 
 static PyObject *mod_reduce(PyObject *Py_UNUSED(module), PyObject *args)
@@ -2669,6 +2676,89 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* The numbers Python shares with this file, exported as ``SHARED`` (a dict) so that
+ * tests/test_native_shared.py checks each against its one Python definition
+ * (gradcheck/native/shared.py says where each is). */
+static const struct {
+    const char *name;
+    unsigned long long value;
+} shared_numbers[] = {
+    {"STOP_FULL", STOP_FULL},
+    {"STOP_MORE", STOP_MORE},
+    {"STOP_DAMAGE", STOP_DAMAGE},
+    {"STOP_FALLBACK", STOP_FALLBACK},
+    {"STOP_LIMIT", STOP_LIMIT},
+    {"K_HISTO", K_HISTO},
+    {"K_TENSOR_HIST", K_TENSOR_HIST},
+    {"K_SIMPLE", K_SIMPLE},
+    {"K_TENSOR_SCALAR", K_TENSOR_SCALAR},
+    {"FLAG_RESTART", FLAG_RESTART},
+    {"FLAG_PENDING", FLAG_PENDING},
+    {"WHAT_NONE", WHAT_NONE},
+    {"WHAT_FILE_VERSION", WHAT_FILE_VERSION},
+    {"WHAT_SUMMARY", WHAT_SUMMARY},
+    {"ENCODING_HISTO", ENCODING_HISTO},
+    {"ENCODING_TENSOR", ENCODING_TENSOR},
+    {"ENCODING_SIMPLE_VALUE", ENCODING_SIMPLE_VALUE},
+    {"N_STATS", N_STATS},
+    {"S_COUNT", S_COUNT},
+    {"S_MIN", S_MIN},
+    {"S_MAX", S_MAX},
+    {"S_MEAN", S_MEAN},
+    {"S_STD", S_STD},
+    {"S_L2", S_L2},
+    {"S_BOUND", S_BOUND},
+    {"S_NONFINITE", S_NONFINITE},
+    {"S_ZERO", S_ZERO},
+    {"S_P01", S_P01},
+    {"S_ACTIVATION", S_ACTIVATION},
+    {"MAX_WEIGHTS", MAX_WEIGHTS},
+    {"FINGERPRINT_MIX", FINGERPRINT_MIX},
+    {"GRID_LEVELS", GRID_LEVELS},
+    {"MAX_PLAUSIBLE_LENGTH", MAX_PLAUSIBLE_LENGTH},
+};
+
+static const struct {
+    const char *name;
+    double value;
+} shared_reals[] = {
+    {"ZERO_WIDTH", ZERO_WIDTH},
+    {"BOUND_MARGIN", BOUND_MARGIN},
+};
+
+static int add_number(PyObject *shared, const char *name, PyObject *value)
+{
+    int failed = !value || PyDict_SetItemString(shared, name, value) < 0;
+    Py_XDECREF(value);
+    return failed ? -1 : 0;
+}
+
+static int add_shared(PyObject *module)
+{
+    PyObject *shared = PyDict_New();
+    if (!shared)
+        return -1;
+    for (size_t i = 0; i < sizeof(shared_numbers) / sizeof(shared_numbers[0]); i++) {
+        PyObject *value = PyLong_FromUnsignedLongLong(shared_numbers[i].value);
+        if (add_number(shared, shared_numbers[i].name, value) < 0) {
+            Py_DECREF(shared);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < sizeof(shared_reals) / sizeof(shared_reals[0]); i++) {
+        PyObject *value = PyFloat_FromDouble(shared_reals[i].value);
+        if (add_number(shared, shared_reals[i].name, value) < 0) {
+            Py_DECREF(shared);
+            return -1;
+        }
+    }
+    if (PyModule_AddObject(module, "SHARED", shared) < 0) {
+        Py_DECREF(shared);
+        return -1;
+    }
+    return 0;
+}
+
 static struct PyModuleDef scan_module = {
     PyModuleDef_HEAD_INIT, "gradcheck._scan",
     "The C hot path of reading event files (see gradcheck/fastpath.py).", -1, module_methods,
@@ -2685,7 +2775,7 @@ PyMODINIT_FUNC PyInit__scan(void)
     const char *crc = have_pclmul ? "sse4.2+pclmul" : have_sse42 ? "sse4.2" : "table";
     Py_INCREF(&ScannerType);
     if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) < 0 ||
-        PyModule_AddStringConstant(m, "CRC_IMPLEMENTATION", crc) < 0) {
+        PyModule_AddStringConstant(m, "CRC_IMPLEMENTATION", crc) < 0 || add_shared(m) < 0) {
         Py_DECREF(&ScannerType);
         Py_DECREF(m);
         return NULL;

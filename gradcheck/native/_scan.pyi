@@ -1,9 +1,14 @@
 """Type stub of the optional C extension ``gradcheck.native._scan`` (see ``_scan.c``; every
-function has a numpy twin that defines its results: ``gradcheck.engine.native``)."""
+function has a numpy twin that defines its results: ``gradcheck.native``)."""
 
 from typing import Any
 
 import numpy as np
+
+CRC_IMPLEMENTATION: str
+SHARED: dict[str, int]
+"""The numbers C shares with Python, by name (``gradcheck.native.shared`` says where each is
+defined in Python; a test checks both agree)."""
 
 class Scanner:
     """Scans TFRecord frames of event files into columns (``fastpath`` drives it)."""

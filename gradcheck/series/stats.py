@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck.engine.native import extension
 from gradcheck.model import COLUMN, PERCENTILES, STAT_NAMES
+from gradcheck.series import kernels
 
 ACTIVATION_STATS = STAT_NAMES[-9:]
 """The activation statistics' columns (``exact_zero_share``, ``exact_zero_share_low``,
@@ -450,28 +450,11 @@ def wasserstein_from_quantiles(grid_a: np.ndarray, grid_b: np.ndarray) -> np.nda
     points. Two identical grids give exactly 0.
     """
     grid_a, grid_b = np.asarray(grid_a, dtype=np.float64), np.asarray(grid_b, dtype=np.float64)
-    scan = extension()
-    if scan is not None and _grids_for_c(grid_a, grid_b):
-        distances = np.empty(grid_a.shape[0])
-        scan.wasserstein(grid_a, grid_b, _LEVEL_WIDTHS, distances)
-        return distances
+    in_c = kernels.wasserstein(grid_a, grid_b, _LEVEL_WIDTHS)
+    if in_c is not None:
+        return in_c
     difference = np.abs(grid_a - grid_b)
     return ((difference[..., 1:] + difference[..., :-1]) / 2 * _LEVEL_WIDTHS).sum(axis=-1)
 
 
 _LEVEL_WIDTHS = np.diff(QUANTILE_LEVELS)
-
-
-def _grids_for_c(grid_a: np.ndarray, grid_b: np.ndarray) -> bool:
-    """Whether ``_scan.wasserstein`` takes these grids (as movement passes them: rows of a
-    weight's grids against its first or its previous ones). Its sum of a row's eight
-    trapezoids is written for nine levels (numpy runs one short inner loop per grid)."""
-    levels = QUANTILE_LEVELS.size
-    return (
-        levels == 9
-        and grid_a.ndim == 2
-        and grid_a.shape[1] == levels
-        and grid_b.shape in (grid_a.shape, (levels,))
-        and grid_a.flags.c_contiguous
-        and grid_b.flags.c_contiguous
-    )

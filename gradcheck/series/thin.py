@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from gradcheck.engine.native import extension
 from gradcheck.model import COLUMN, HistogramSeries, Notice
+from gradcheck.series import kernels
 
 MAX_ROWS = 2048
 """Rows a histogram series keeps at most once built or merged, plus one (``2 * MAX_ROWS``
@@ -86,15 +86,9 @@ def _thinned_rows(
 ) -> tuple[np.ndarray, int]:
     """The rows :func:`thinned` keeps, and its window: in C when the extension is there (a
     loop over the rows instead of a dozen numpy calls a window tried), else in numpy."""
-    scan = extension()
-    if scan is not None:
-        kept = np.empty(steps.size, dtype=np.int64)
-        count, window = scan.thin(
-            np.ascontiguousarray(steps, dtype=np.int64),
-            np.ascontiguousarray(stats, dtype=np.float32),
-            _L2, _NONFINITE, window, limit, kept,
-        )  # fmt: skip
-        return kept[:count], window
+    in_c = kernels.thinned_rows(steps, stats, _L2, _NONFINITE, window, limit)
+    if in_c is not None:
+        return in_c
     while True:
         if window > 1 and int(np.count_nonzero(_window_starts(steps, window))) <= limit:
             kept = _kept_rows(steps, stats, window)  # windows <= rows <= 2 * windows
