@@ -496,16 +496,26 @@ def _global_norm_from_start(norms: Sequence[GlobalNorm], growths: StartGrowths) 
 
 
 def _loss_from_start(context: RunContext, growths: StartGrowths) -> list[str]:
-    """The training loss's first logged value when it came only after the growth began: no
-    level before the blow-up to measure a divergence from (empty otherwise)."""
+    """How the training loss moved from the weights' start: from its value there to its
+    median after the growth, or, when it was first logged only after the growth began, that
+    value alone (no level before the blow-up to measure a rise from; empty without a loss)."""
     start = min(growth.first_step for growth in growths.grown.values())
-    steps, values = context.loss_steps, context.loss_values
-    usable = np.isfinite(values)
-    if not usable.any() or int(steps[usable][0]) <= start:
+    crossing = min(growth.crossing_step for growth in growths.grown.values())
+    usable = np.isfinite(context.loss_values)
+    steps, values = context.loss_steps[usable], context.loss_values[usable]
+    if not steps.size:
         return []
-    first = int(np.flatnonzero(usable)[0])
+    first, first_step = float(values[0]), int(steps[0])
+    name = f"the training loss ({context.loss_tag})"
+    after = values[steps >= crossing]
+    if first_step <= start and after.size and first > 0:
+        return [
+            f"{name} went from {fmt(first)} at step {first_step} to a median "
+            f"{fmt(median(after))} from step {crossing} on ({fmt(median(after) / first)}x)"
+        ]
+    if first_step <= start:
+        return []
     return [
-        f"the training loss ({context.loss_tag}) was first logged at step {int(steps[first])}, "
-        f"after the weights' start, at {fmt(float(values[first]))}: no level before the blow-up "
-        "to measure its rise from"
+        f"{name} was first logged at step {first_step}, after the weights' start, at "
+        f"{fmt(first)}: no level before the blow-up to measure its rise from"
     ]
