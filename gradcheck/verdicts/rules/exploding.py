@@ -453,17 +453,17 @@ def start_growth_findings(
     config = context.config
     context_parts = _global_norm_from_start(norms, growths) + _loss_from_start(context, growths)
     findings = {}
+    factor = fmt(config.weight_growth_factor)
     for name, growth in growths.grown.items():
         evidence = (
             f"weights grew to {fmt(growth.peak)}x their first logged scale {fmt(growth.first)} "
-            f"(step {growth.first_step}) and stayed at or above {fmt(config.weight_growth_factor)}x "
-            f"from step {growth.crossing_step} to the end of the log ({growth.steps_above} "
-            f"logged steps, last {fmt(growth.last)}x), as did {len(growths.grown)} of the run's "
-            f"{growths.started} weights that started non-zero (threshold "
-            f"{fmt(config.weight_growth_factor)}x in more than "
+            f"(step {growth.first_step}) and stayed at or above {factor}x from step "
+            f"{growth.crossing_step} to the end of the log ({growth.steps_above} logged steps, "
+            f"last {fmt(growth.last)}x), as did {len(growths.grown)} of the run's "
+            f"{growths.started} weights that started non-zero (threshold {factor}x in more than "
             f"{config.weight_blow_up_share:.0%} of them: updates orders of magnitude larger than "
-            f"the initial weights); the growth began after step {growth.before_onset_step} (by step "
-            f"{growth.onset_step})"
+            f"the initial weights); the growth began after step {growth.before_onset_step} "
+            f"(by step {growth.onset_step})"
         )
         findings[name] = Finding(
             "exploding",
