@@ -29,12 +29,15 @@ from gradcheck.model import (
 )
 from gradcheck.tags import DEFAULT_RULES, Role, TagRules
 
-TagKind = Literal["weight histogram", "gradient histogram", "other histogram", "scalar"]
+TagKind = Literal[
+    "weight histogram", "gradient histogram", "activation histogram", "other histogram", "scalar"
+]
 MAX_ELEMENT_COUNTS = 32  # distinct element counts kept per tag
 
 _KIND_OF_ROLE: dict[Role, TagKind] = {
     "weight": "weight histogram",
     "gradient": "gradient histogram",
+    "activation": "activation histogram",
     "other": "other histogram",
 }
 

@@ -183,9 +183,16 @@ STAT_NAMES: tuple[str, ...] = (
     "nonfinite_share",
     "zero_share",
     *(f"p{int(p):02d}" for p in PERCENTILES),
+    *(
+        f"{share}{bound}"
+        for share in ("exact_zero_share", "tanh_bound_share", "sigmoid_bound_share")
+        for bound in ("", "_low", "_high")
+    ),
 )
 """The statistics kept per histogram and step: the columns of ``HistogramSeries.stats`` (and of
-:func:`gradcheck.series.stats.histogram_stats_batch`'s matrix), in order."""
+:func:`gradcheck.series.stats.histogram_stats_batch`'s matrix), in order. The last nine are
+for activations (:mod:`gradcheck.series.stats`: shares near zero and near the bounds of tanh
+and sigmoid outputs, each estimated from the buckets, with the bounds the buckets allow)."""
 
 COLUMN = {name: i for i, name in enumerate(STAT_NAMES)}
 _QUANTILE_COLUMNS = [COLUMN[c] for c in ("min", *(f"p{int(p):02d}" for p in PERCENTILES), "max")]
@@ -269,23 +276,38 @@ class RunData:
 # Report: what detection produces and the formatters render.
 # --------------------------------------------------------------------------------------------
 
-Verdict = Literal["nan", "exploding", "diverging", "vanishing", "static", "slow", "overflow", "ok"]
+Verdict = Literal[
+    "nan",
+    "exploding",
+    "diverging",
+    "vanishing",
+    "dead",
+    "saturated",
+    "static",
+    "slow",
+    "overflow",
+    "ok",
+]
 VERDICTS: tuple[Verdict, ...] = (
     "nan",
     "exploding",
     "diverging",
     "vanishing",
+    "dead",
+    "saturated",
     "static",
     "slow",
     "overflow",
     "ok",
 )
 """Most severe first. ``diverging``: the run's training loss rose by orders of magnitude over
-its start and never came back below it (the ``(training loss)`` row). ``slow``: weights that
-move, but orders of magnitude less per update than healthy training's (a learning rate far too
-small). ``overflow``: a few gradient steps
-non-finite under dynamic loss scaling, skipped by the optimizer (mixed precision), the run
-otherwise finite."""
+its start and never came back below it (the ``(training loss)`` row). ``dead``: a layer's
+outputs (an activation histogram) almost all exactly zero, and staying so (ReLU units that
+stopped firing). ``saturated``: a bounded layer's outputs (tanh, sigmoid) almost all at its
+bounds, where its derivative is near zero. ``slow``: weights that move, but orders of magnitude
+less per update than healthy training's (a learning rate far too small). ``overflow``: a few
+gradient steps non-finite under dynamic loss scaling, skipped by the optimizer (mixed
+precision), the run otherwise finite."""
 
 GLOBAL_NORM_ROW = "(global gradient norm)"
 LOSS_ROW = "(training loss)"
@@ -344,9 +366,10 @@ class Reference:
 
 @dataclass(frozen=True)
 class LayerResult:
-    """The verdict on one parameter (a weight and/or its gradient, paired by name)."""
+    """The verdict on one parameter (a weight and/or its gradient, paired by name), or on one
+    layer's outputs (an activation histogram: ``activation_tag`` set, ``name`` the layer's)."""
 
-    name: str  # normalised parameter name
+    name: str  # normalised parameter name, or the layer an activation histogram is named after
     weight_tag: str | None
     grad_tag: str | None
     verdict: Verdict  # the most severe of ``flags`` ("ok" when no flag)
@@ -367,6 +390,14 @@ class LayerResult:
     series: StepSeries | None = None  # the ``trend_of`` quantity at every step (charts)
     update_series: StepSeries | None = None  # the weights' relative norm change per step
     references: tuple[Reference, ...] = ()  # levels a chart of ``series`` marks
+    activation_tag: str | None = None
+    """The activation histogram's tag when this row judges a layer's outputs (dead,
+    saturated), not a parameter; ``weight_tag`` and ``grad_tag`` are then None."""
+
+    @property
+    def is_activation(self) -> bool:
+        """Whether the row judges a layer's outputs (an activation histogram)."""
+        return self.activation_tag is not None
 
 
 @dataclass(frozen=True)
@@ -407,6 +438,23 @@ class ClipInfo:
 
 
 @dataclass(frozen=True)
+class Spike:
+    """A transient spike of the training loss: a logged loss at least ``spike_factor`` times
+    the median of the previous ``spike_window`` logged losses, back below
+    ``spike_recovery`` times that median within ``spike_window`` logged steps."""
+
+    step: int  # the first logged step at or above the threshold
+    loss_ratio: float  # the spike's highest loss over that median
+    led_by: tuple[str, ...]
+    """The parameters whose gradient norm rose most over their own median of the previous
+    ``spike_window`` logged steps, at ``step`` or the logged step before it, most to least
+    (empty when no gradient was logged there, or none rose: ``note`` says which)."""
+    gradient_step: int | None = None  # the step whose gradients ``led_by`` comes from
+    rise: float | None = None  # the leader's gradient norm over its own median there
+    note: str = ""  # why ``led_by`` is empty, in words
+
+
+@dataclass(frozen=True)
 class RunReport:
     run: str  # path as given, or relative to it
     files: tuple[str, ...]
@@ -434,6 +482,11 @@ class RunReport:
     damage: tuple[str, ...] = ()
     """The ``warnings`` that are about damaged or unreadable files (the CLI repeats them on
     stderr whatever the format, so that a CI log shows them)."""
+    spikes: tuple[Spike, ...] = ()
+    """Transient spikes of the training loss, in step order (:class:`Spike`)."""
+    loss: StepSeries | None = None
+    """The training loss at every logged step (the HTML report's loss chart; None without a
+    loss or without charts)."""
 
     @property
     def judgeable(self) -> bool:

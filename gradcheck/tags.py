@@ -1,9 +1,14 @@
-"""Roles of tags (weight, gradient, other) and their pairing under one parameter name.
+"""Roles of tags (weight, gradient, activation, other) and their pairing under one parameter name.
 
 A histogram tag is a *gradient* when it carries a gradient marker (``Gradients_<name>``,
 ``gradients/``, ``grads/``, ``grad/``, ``<name>/grad``, ``<name>.grad``, ``<name>_grad``,
-``<name>/gradient(s)``), *other* when its last path component names an activation, an input or
-an output (``layer1/outputs``, ``hiddenlayer_0_activation``, ``logits``), and a *weight*
+``<name>/gradient(s)``); an *activation* (a layer's outputs, named after the layer: the tag
+without its role word) when written as ``activations/<layer>``, ``act/<layer>``,
+``<layer>/activation(s)``, ``<layer>/output(s)``, ``<layer>/out`` (TF1 name scopes give these:
+``tf.summary.histogram('activations', h)`` under ``layer1`` is ``layer1/activations``,
+uniquified ``layer1/activations_1``) or ``<layer>_activation`` (TF Estimators'
+``dnn/hiddenlayer_0_activation``); *other* when its last path component names another
+non-parameter (``layer1/X``, ``pre_activations``, ``inputs``, ``logits``); and a *weight*
 otherwise (bare names, ``weights/``, ``params/``, ``<name>/value``, Keras ``<name>/histogram``,
 ``<name>_0/histogram``, ``<name>_0``, TF ``:0`` suffixes). Markers match case-insensitively;
 parameter names keep their case (PyTorch names are case-sensitive).
@@ -27,7 +32,7 @@ from typing import Literal, Protocol
 
 from gradcheck.errors import ConfigError
 
-Role = Literal["weight", "gradient", "other"]
+Role = Literal["weight", "gradient", "activation", "other"]
 
 _GRAD_WORD = r"(?:gradients?|grads?)"
 # ``Gradients_<name>``, ``gradients/<name>``, ``grads/<name>``, possibly after a prefix path.
@@ -45,6 +50,17 @@ _KERAS_ZERO_SUFFIX = re.compile(r"_0$")  # Keras 2 histogram tags: ``dense/kerne
 _OTHER_LONG = (
     r"activations?|pre_?activations?|outputs?|inputs?|logits|labels?|targets?"
     r"|predictions?|features?|hidden_?states?"
+)
+# Activations: ``<layer>/activations``, ``<layer>/output``, ``<layer>/out``, ``<layer>.output``,
+# ``<layer>_activation`` (TF Estimators), uniquified by TF1 (``_1``); ``activations/<layer>``,
+# ``act/<layer>`` (possibly after a prefix path).
+_ACTIVATION_SUFFIX = re.compile(
+    r"^(?P<name>.+?)(?:/(?:activations?|outputs?|out)|\.(?:activations?|outputs?)"
+    r"|(?<![/_.\-]pre)(?<!^pre)_activations?)(?:_\d+)?$",
+    re.IGNORECASE,
+)
+_ACTIVATION_PREFIX = re.compile(
+    r"^(?P<prefix>(?:.*/)?)(?:activations?|acts?)/(?P<name>.+)$", re.IGNORECASE
 )
 _OTHER_COMPONENT = re.compile(
     rf"^(?:(?:.*[_\-.])?(?:{_OTHER_LONG})|acts?|x|y|preds?)(?:_\d+)?$", re.IGNORECASE
@@ -162,11 +178,25 @@ def _builtin_classify(tag: str) -> tuple[Role, str]:
     weight = _WEIGHT_PREFIX.match(core)
     if weight:
         return "weight", normalise_name(weight.group("name"))
+    layer = activation_layer(core)
+    if layer is not None:
+        return "activation", layer
     name = normalise_name(core)
     last = name.rsplit("/", 1)[-1]
     if _OTHER_COMPONENT.match(last):
         return "other", name
     return "weight", name
+
+
+def activation_layer(tag: str) -> str | None:
+    """The layer an activation tag is named after (the tag without its role word and a TF
+    ``:0`` suffix: a layer name such as ``hiddenlayer_0`` keeps its ``_0``), or None."""
+    core = _TF_OUTPUT_SUFFIX.sub("", _HISTOGRAM_SUFFIX.sub("", tag))
+    if match := _ACTIVATION_SUFFIX.match(core):
+        return match.group("name")
+    if match := _ACTIVATION_PREFIX.match(core):
+        return match.group("prefix") + match.group("name")
+    return None
 
 
 def classify_tag(tag: str, rules: TagRules | None = None) -> Role:
@@ -378,7 +408,9 @@ def pair_parameters(
 
     ``histogram_keys`` and ``scalar_tags`` are in order of first appearance; parameters are
     numbered in that order (histograms first). Series of a colliding tag (``index`` > 0) get
-    ``#index`` after their name, as the reader names them. ``other`` series are left out.
+    ``#index`` after their name, as the reader names them. ``other`` and ``activation``
+    series are left out (activations are judged as layers of their own:
+    :mod:`gradcheck.verdicts.activations`).
     Two series of one role under one name are one variable logged by two writers (Keras'
     ``<path>/histogram`` beside ``weights/<path>``): one parameter, the later series in
     ``weight_also`` / ``gradient_also``.
@@ -390,7 +422,7 @@ def pair_parameters(
     found: dict[str, Slots] = {}
     for tag, index in histogram_keys:
         role, name = rules.classify(tag)
-        if role == "other":
+        if role in ("other", "activation"):
             continue
         name = f"{name}#{index}" if index else name
         slot = "gradient" if role == "gradient" else "weight"

@@ -13,7 +13,17 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from gradcheck.model import ClipInfo, LayerResult, Reference, Report, RunReport, StepSeries, Verdict
+from gradcheck.model import (
+    ClipInfo,
+    LayerResult,
+    Reference,
+    Report,
+    RunReport,
+    Spike,
+    StepSeries,
+    Verdict,
+)
+from gradcheck.verdicts import hints
 from gradcheck.verdicts.clip_advice import advice
 from gradcheck.verdicts.config import DEFAULT_CONFIG
 
@@ -233,6 +243,70 @@ def healthy_run() -> RunReport:
         layers=layers,
         counts={"ok": 2},
     )
+
+
+def activation(
+    name: str, verdict: Verdict, shares: tuple[float, ...], **fields: object
+) -> LayerResult:
+    """A layer's outputs judged from an activation histogram ``activations/<name>``."""
+    return LayerResult(
+        name=name,
+        weight_tag=None,
+        grad_tag=None,
+        verdict=verdict,
+        flags=() if verdict == "ok" else (verdict,),
+        severity=1.5 if verdict == "dead" else 0.0,
+        first_bad_step=fields.get("first_bad_step"),  # type: ignore[arg-type]
+        evidence=str(fields.get("evidence", "")),
+        hint=hints.DEAD if verdict == "dead" else "",
+        depth=int(fields.get("depth", 0)),  # type: ignore[call-overload]
+        stats={"exact_zero_share_last": shares[-1]},
+        trend=shares,
+        trend_of="share of outputs exactly 0",
+        onsets={"dead": fields["first_bad_step"]} if verdict == "dead" else {},  # type: ignore[dict-item]
+        series=step_series("share of outputs exactly 0", shares),
+        activation_tag=f"activations/{name}",
+    )
+
+
+def spiky_run() -> RunReport:
+    """A torch run with forward hooks (one ReLU layer dead) and two loss spikes, one led by a
+    parameter's gradient, one where no gradient was logged."""
+    layers = (
+        activation(
+            "relu2",
+            "dead",
+            (0.5, 0.97, 0.99),
+            first_bad_step=1,
+            evidence="0.990 of its outputs exactly zero at step 2, at or above 0.9 at every one "
+            "of the 2 logged steps since step 1 (exact: each bucket holds only such values or "
+            "none)",
+            depth=1,
+        ),
+        activation("relu1", "ok", (0.5, 0.48, 0.51)),
+        layer("lm_head.weight", "ok", trend=(1.0, 1.2, 1.1), depth=2),
+    )
+    return RunReport(
+        run="runs/spiky",
+        files=("events.out.tfevents.1700000000.host.3.0",),
+        steps=(0, 2),
+        writers=("pytorch/tensorboardX (HistogramProto)",),
+        warnings=(),
+        layers=layers,
+        counts={"dead": 1, "ok": 2},
+        spikes=(
+            Spike(152, 8.25, ("lm_head.weight",), gradient_step=151, rise=240.0),
+            Spike(
+                304, 4.5, (), note="no gradient logged at step 304 or the logged step before (303)"
+            ),
+        ),
+        loss=step_series("training loss (loss)", (1.0, 8.25, 1.1)),
+    )
+
+
+def spiky_report() -> Report:
+    """The run with a dead layer and loss spikes alone."""
+    return Report(version="0.1.0", runs=(spiky_run(),))
 
 
 def sample_report() -> Report:

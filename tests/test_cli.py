@@ -312,14 +312,9 @@ def test_parse_fail_on() -> None:
     assert parse_fail_on("nan,exploding") == {"nan", "exploding"}
     assert parse_fail_on(" NaN , static ") == {"nan", "static"}
     assert parse_fail_on("any") == {
-        "nan",
-        "exploding",
-        "diverging",
-        "vanishing",
-        "static",
-        "slow",
+        "nan", "exploding", "diverging", "vanishing", "dead", "saturated", "static", "slow",
         "overflow",
-    }
+    }  # fmt: skip
     assert parse_fail_on("none") == frozenset()
     for bad in ("ok", "", "any,nan", "explode"):
         with pytest.raises(ConfigError):

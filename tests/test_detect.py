@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gradcheck.model import (
+    LOSS_ROW,
     Damage,
     HistogramRecord,
     LayerResult,
@@ -123,8 +124,8 @@ def test_healthy_run_has_no_flag_and_every_parameter_is_reported() -> None:
     report = analyze(healthy_mlp(), scalars={"loss": lambda s: 2.0 / (1 + s)})
     assert [result.verdict for result in report.layers] == ["ok"] * 3
     assert report.counts == {
-        "nan": 0, "exploding": 0, "diverging": 0, "vanishing": 0, "static": 0, "slow": 0,
-        "overflow": 0, "ok": 3,
+        "nan": 0, "exploding": 0, "diverging": 0, "vanishing": 0, "dead": 0, "saturated": 0,
+        "static": 0, "slow": 0, "overflow": 0, "ok": 3,
     }  # fmt: skip
     fc0 = layer(report, "fc0.weight")
     assert (fc0.weight_tag, fc0.grad_tag, fc0.depth) == ("fc0.weight", "fc0.weight/grad", 0)
@@ -624,3 +625,39 @@ def test_a_slow_kernel_with_a_tiny_gradient_is_the_gradient_s_doing_not_slow() -
     creeping = layer(analyze(series), "fc0.weight")
     assert "slow" not in creeping.flags
     assert any("not slow" in note for note in creeping.notes)
+
+
+def test_a_loss_that_diverges_has_no_spike_from_its_onset_on() -> None:
+    """A loss that jumps 200x for 5 steps and then stays at 1.3x its start is ``diverging``
+    (never back below its start) though it comes back below 1.5x its running median within
+    20 steps: from the divergence's onset on the loss is the blow-up's, not a spike; a spike
+    that came back before it is still listed."""
+
+    def loss(step: int) -> float:
+        noise = 1.0 + 0.01 * math.sin(step)
+        if step == 30:
+            return 6.0 * noise  # a transient spike, back at once
+        if 50 <= step < 55:
+            return 200.0 * noise
+        return (1.3 if step >= 55 else 1.0) * noise
+
+    report = analyze(healthy_mlp(), steps=80, scalars={"loss": loss})
+    row = layer(report, LOSS_ROW)
+    assert row.verdict == "diverging" and row.first_bad_step == 50
+    assert [(spike.step, round(spike.loss_ratio)) for spike in report.spikes] == [(30, 6)]
+
+
+def test_spikes_after_a_blow_up_began_are_the_blow_up_s() -> None:
+    """From the first exploding onset on the loss's jumps are the explosion's (its rows say
+    so), not transient spikes; a spike that came back before it is listed."""
+    series = healthy_mlp()
+    series["fc2.weight/grad"] = gaussian(rising(60, factor=4.0), seed=22)
+
+    def loss(step: int) -> float:
+        noise = 1.0 + 0.01 * math.sin(step)
+        return (8.0 if step in (30, 70) else 1.0) * noise
+
+    report = analyze(series, steps=80, scalars={"loss": loss})
+    assert layer(report, "fc2.weight").verdict == "exploding"
+    assert layer(report, "fc2.weight").first_bad_step == 60
+    assert [spike.step for spike in report.spikes] == [30]

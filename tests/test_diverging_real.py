@@ -70,6 +70,7 @@ def test_the_hf_trainer_at_a_too_high_learning_rate_diverges_under_its_clipping(
         )
         assert loss.hint == hints.DIVERGING
         assert run.counts["diverging"] == 1
+        assert run.spikes == ()  # a loss that diverges for good is no spike
         # the global norm itself is within 10x of its median: not exploding
         assert [layer.verdict for layer in run.layers if layer.name != LOSS_ROW] == ["ok"]
         assert exit_status(path) == 1  # diverging is in the default --fail-on

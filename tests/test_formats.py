@@ -22,13 +22,21 @@ import pytest
 from gradcheck import cli
 from gradcheck.report import FORMATS, Env, FormatOptions, formatter_for
 from gradcheck.report.csv import CsvFormatter
+from gradcheck.report.github import GithubFormatter
 from gradcheck.report.json_format import SCHEMA_VERSION, JsonFormatter, report_document
 from gradcheck.report.markdown import MarkdownFormatter
 from gradcheck.report.numbers import format_number, format_ratio, format_steps
 from gradcheck.report.sparkline import BLOCKS, resample, sparkline
 from gradcheck.report.table import TableFormatter
 from gradcheck.report.view import notes_for, select_layers
-from tests.handmade import clean_report, healthy_run, layer, sample_report, troubled_run
+from tests.handmade import (
+    clean_report,
+    healthy_run,
+    layer,
+    sample_report,
+    spiky_report,
+    troubled_run,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -75,6 +83,22 @@ def test_every_format_choice_has_a_formatter() -> None:
 )
 def test_golden(name: str, formatter: object) -> None:
     check_golden(name, formatter.format(sample_report()))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("name", "formatter"),
+    [
+        ("spiky.table.txt", TableFormatter(FormatOptions(env=Env(width=80)))),
+        ("spiky.explain.table.txt", TableFormatter(FormatOptions(env=Env(width=80), explain=True))),
+        ("spiky.json", JsonFormatter()),
+        ("spiky.md", MarkdownFormatter()),
+        ("spiky.csv", CsvFormatter()),
+        ("spiky.github.txt", GithubFormatter(FormatOptions(fail_on=frozenset({"dead"})))),
+    ],
+)
+def test_golden_dead_layer_and_loss_spikes(name: str, formatter: object) -> None:
+    """Issue 35: a layer's outputs judged dead, and the run's loss spikes with their leaders."""
+    check_golden(name, formatter.format(spiky_report()))  # type: ignore[attr-defined]
 
 
 def test_golden_colour_table_on_a_terminal() -> None:
@@ -201,12 +225,30 @@ def test_json_follows_the_schema() -> None:
     assert troubled["clipping"]["max"] is None and troubled["clipping"]["suggested_clip_norm"] == 5
     assert healthy["layers"][0]["grad_tag"] is None
     assert troubled["counts"] == {
-        "nan": 1, "exploding": 1, "diverging": 0, "vanishing": 1, "static": 1, "slow": 0,
-        "overflow": 0, "ok": 2,
+        "nan": 1, "exploding": 1, "diverging": 0, "vanishing": 1, "dead": 0, "saturated": 0,
+        "static": 1, "slow": 0, "overflow": 0, "ok": 2,
     }  # fmt: skip
     assert troubled["judgeable"] is True and troubled["gradients"] == "per_parameter"
     assert troubled["holds"] is None and troubled["notes"] == []
     assert first["onsets"] == {} and first["notes"] == []
+    assert troubled["spikes"] == [] and first["activation_tag"] is None
+
+
+def test_json_lists_spikes_and_activation_rows() -> None:
+    """Issue 35: ``runs[].spikes`` as ``{"step", "loss_ratio", "led_by", ...}``; a layer judged
+    from its outputs names its activation tag and no weight or gradient tag."""
+    (run,) = strict_json(JsonFormatter().format(spiky_report()))["runs"]
+    assert run["spikes"] == [
+        {"step": 152, "loss_ratio": 8.25, "led_by": ["lm_head.weight"], "gradient_step": 151,
+         "rise": 240.0, "note": None},
+        {"step": 304, "loss_ratio": 4.5, "led_by": [], "gradient_step": None, "rise": None,
+         "note": "no gradient logged at step 304 or the logged step before (303)"},
+    ]  # fmt: skip
+    dead = run["layers"][0]
+    assert (dead["name"], dead["verdict"], dead["activation_tag"]) == (
+        "relu2", "dead", "activations/relu2"
+    )  # fmt: skip
+    assert dead["weight_tag"] is dead["grad_tag"] is None and dead["onsets"] == {"dead": 1}
 
 
 @pytest.mark.parametrize("runs", [0, 1, 3])

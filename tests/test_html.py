@@ -17,7 +17,7 @@ from gradcheck.report.compare_html import ComparisonHtmlFormatter
 from gradcheck.report.html import HtmlFormatter, escape
 from gradcheck.report.layers import layer_view
 from tests import browser
-from tests.handmade import HOSTILE_RUN, hostile_report, sample_report
+from tests.handmade import HOSTILE_RUN, hostile_report, sample_report, spiky_report
 from tests.test_formats import check_golden
 
 plotly = pytest.importorskip("plotly")
@@ -319,3 +319,15 @@ def test_comparison_fits_a_1400_px_window(tmp_path: Path, monkeypatch: pytest.Mo
     last = boxes["table th:last-child"]
     assert last is not None and last.left + last.width <= widths.viewport
     assert widths.document <= widths.viewport
+
+
+def test_the_loss_chart_marks_each_spike_with_its_leader() -> None:
+    """Issue 35: the training loss is drawn per run, each transient spike a dotted line
+    labelled with its size and the parameter that led it."""
+    text = HtmlFormatter().format(spiky_report())
+    assert (
+        "<h3>Training loss: 2 loss spikes (steps 152, 304), led by lm_head.weight (152); " in text
+    )
+    assert "spike 8.25x, led by lm_head.weight" in text
+    assert "spike 4.5x, led by no gradient leader" in text
+    assert text.count('"dash":"dot"') >= 2 or text.count('"dash": "dot"') >= 2

@@ -56,7 +56,7 @@ def test_records_are_summarised_per_run_file_and_tag() -> None:
         summary("dense/kernel", "weight", (0, 3, 2), (12,), "dense/kernel"),
         summary("gradients/dense/kernel", "gradient", (0, 0, 1), (12,), "dense/kernel"),
         summary("loss", None, (0, 0, 1), ()),
-        summary("layer1/outputs", "other", (3, 3, 2), (32, 64), "layer1/outputs"),
+        summary("layer1/outputs", "activation", (3, 3, 2), (32, 64), "layer1"),
     )
     only = summary("dense/kernel", "weight", (1, 1, 1), (12,), "dense/kernel")
     assert second == FileSummary("b", 10, 1, 1, None, (only,), ())

@@ -216,6 +216,7 @@ def without_charts(report: Report) -> Report:
             layers=tuple(
                 dataclasses.replace(layer, series=None, update_series=None) for layer in run.layers
             ),
+            loss=None,
         )
         for run in report.runs
     )
@@ -235,6 +236,7 @@ def test_a_report_without_charts_is_the_report_without_its_per_step_series(
     assert all(
         layer.series is layer.update_series is None for run in plain.runs for layer in run.layers
     )
+    assert all(run.loss is None for run in plain.runs)
     assert repr(plain) == repr(without_charts(charted))  # repr: NaN in the trends
     monkeypatch.setattr(pipeline, "WHOLE_RUNS_MIN_BYTES", 0)  # the runs read and judged in tasks
     assert repr(run_analysis(tmp_path, jobs=2, charts=False)) == repr(plain)

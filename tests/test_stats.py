@@ -279,3 +279,37 @@ def test_wasserstein_takes_other_shapes_through_numpy() -> None:
     assert not strided.flags.c_contiguous
     expected = wasserstein_from_quantiles(np.ascontiguousarray(strided), grid)
     assert np.array_equal(wasserstein_from_quantiles(strided, grid), expected)
+
+
+def test_exact_zeros_in_a_bucket_of_their_own_are_counted_exactly() -> None:
+    """Issue 35: TensorFlow's and PyTorch's default bins hold exact zeros in ``[0, 1e-12)``."""
+    stats = histogram_stats([-1.0, 0.0, 1e-12, 0.5], [0.0, 1e-12, 0.5, 2.0], [10, 85, 3, 2])
+    assert stats.exact_zero_share_low == pytest.approx(0.85)
+    assert stats.exact_zero_share == pytest.approx(0.85, abs=1e-9)  # [-1, 0) reaches -1e-12
+    assert stats.exact_zero_share_high == pytest.approx(0.95)  # ... and may hold only zeros
+
+
+def test_a_bucket_straddling_zero_is_not_all_zeros() -> None:
+    """TF2's even buckets put a ReLU layer's zeros with its small values: the share is
+    estimated from the next bucket's density, between the bounds the buckets allow."""
+    rng = np.random.default_rng(0)
+    values = np.concatenate([np.zeros(930), np.abs(rng.normal(size=70))])
+    edges = np.linspace(0.0, values.max(), 31)
+    counts, _ = np.histogram(values, edges)
+    stats = histogram_stats(edges[:-1], edges[1:], counts)
+    assert stats.exact_zero_share_low == 0.0
+    assert stats.exact_zero_share_high == pytest.approx(counts[0] / 1000)
+    assert stats.exact_zero_share == pytest.approx(0.93, abs=0.01)
+
+
+def test_shares_near_the_bounds_of_tanh_and_sigmoid_outputs() -> None:
+    rng = np.random.default_rng(1)
+    saturated = np.tanh(rng.normal(size=2000) * 20)
+    edges = np.linspace(saturated.min(), saturated.max(), 31)
+    counts, _ = np.histogram(saturated, edges)
+    stats = histogram_stats(edges[:-1], edges[1:], counts)
+    assert stats.tanh_bound_share == pytest.approx(np.mean(np.abs(saturated) >= 0.96), abs=0.02)
+    assert stats.tanh_bound_share_low <= stats.tanh_bound_share <= stats.tanh_bound_share_high
+    assert np.isnan(stats.sigmoid_bound_share)  # values below 0: not a sigmoid's
+    unbounded = histogram_stats([-3.0, 0.0], [0.0, 3.0], [5, 5])
+    assert np.isnan(unbounded.tanh_bound_share) and np.isnan(unbounded.sigmoid_bound_share)

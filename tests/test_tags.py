@@ -54,14 +54,31 @@ WEIGHT_TAGS = {
 }
 
 OTHER_TAGS = [
-    "layer1/layer1/outputs",
     "layer1/X",
-    "dnn/dnn/hiddenlayer_0_activation",
-    "dnn/dnn/logits_activation",
-    "conv1/activations",
-    "block.output",
     "pre_activations",
+    "layer1/Wx_plus_b/pre_activations",  # tensorboard's mnist_with_summaries (log_tayo)
+    "x/preactivation",
+    "inputs",
+    "logits",
 ]
+ACTIVATION_TAGS = {  # tag -> the layer its row is named after
+    "layer1/layer1/outputs": "layer1/layer1",  # MorvanZhou's tutorial (the corpus)
+    "dnn/dnn/hiddenlayer_0_activation": "dnn/dnn/hiddenlayer_0",  # TF Estimators
+    "dnn/dnn/logits_activation": "dnn/dnn/logits",
+    "conv1/activations": "conv1",
+    "layer1/activations": "layer1",  # a TF1 name scope
+    "layer1/activations_1": "layer1",  # ... uniquified by TF1
+    "block.output": "block",
+    "fc1/output": "fc1",
+    "fc1/outputs": "fc1",
+    "fc1/out": "fc1",
+    "fc1/activation": "fc1",
+    "activations/fc1": "fc1",  # a forward hook's add_histogram
+    "activations/encoder/layer.0": "encoder/layer.0",
+    "act/relu2": "relu2",
+    "model/activations/fc1": "model/fc1",
+    "dense_1/activations/histogram": "dense_1",
+}
 
 
 @pytest.mark.parametrize(("tag", "name"), sorted(GRADIENT_TAGS.items()))
@@ -77,8 +94,21 @@ def test_weight_tags_are_recognised_and_named(tag: str, name: str) -> None:
 
 
 @pytest.mark.parametrize("tag", OTHER_TAGS)
-def test_activation_and_input_tags_are_other(tag: str) -> None:
+def test_input_and_pre_activation_tags_are_other(tag: str) -> None:
     assert classify_tag(tag) == "other"
+
+
+@pytest.mark.parametrize(("tag", "layer"), sorted(ACTIVATION_TAGS.items()))
+def test_activation_tags_are_named_after_their_layer(tag: str, layer: str) -> None:
+    """Issue 35: ``activations/<layer>`` was a weight named ``activations/<layer>`` (and could
+    be flagged exploding); ``<layer>/activations`` and ``<layer>/output`` were dropped."""
+    assert classify_tag(tag) == "activation"
+    assert parameter_name(tag) == layer
+
+
+def test_activation_tags_are_not_paired_as_parameters() -> None:
+    keys = [("activations/fc1", 0), ("fc1.weight", 0), ("fc1.weight/grad", 0)]
+    assert [p.name for p in pair_parameters(keys, [])] == ["fc1.weight"]
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,8 @@ Exit status:
   2  usage, input or output error (bad option, missing path, no event
      files, nothing readable, report not writable)
   3  internal error (a bug: rerun with --debug and report it)
-  4  nothing to judge: no run logs weights, gradients or gradient norms
+  4  nothing to judge: no run logs weights, gradients, gradient norms
+     or activations
   130  interrupted (Ctrl-C, SIGINT)
   143  terminated (SIGTERM)"""
 
@@ -64,7 +65,7 @@ Exit status:
 )
 @fail_on_option(
     "Verdicts that make the exit status 1: comma list of nan, exploding, vanishing, "
-    "static, slow, overflow; or any; or none."
+    "dead, saturated, static, slow, overflow; or any; or none."
 )
 @top_option("List at most N layers with findings per run (table; markdown: findings).")
 @click.option(
@@ -100,8 +101,8 @@ def analyze(
 ) -> ExitStatus:
     """Judge every parameter of the runs under PATH... (event files or directories).
 
-    Verdicts: nan, exploding, vanishing, static, slow, overflow, ok; worst first, with the
-    numbers behind each.
+    Verdicts: nan, exploding, vanishing, dead, saturated, static, slow, overflow, ok; worst
+    first, with the numbers behind each; and the training loss's spikes.
     """
     from gradcheck.events.steps import StepWindow
     from gradcheck.pipeline import analyze as run_analysis

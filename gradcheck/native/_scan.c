@@ -1655,7 +1655,7 @@ done:
  * uses einsum: those may differ from numpy in the last bits (tests/test_fastpath.py allows a
  * relative 1e-6 on the statistics, nothing on the fingerprints). */
 
-#define N_STATS 16
+#define N_STATS 25
 #define S_COUNT 0
 #define S_MIN 1
 #define S_MAX 2
@@ -1666,6 +1666,7 @@ done:
 #define S_NONFINITE 7
 #define S_ZERO 8
 #define S_P01 9
+#define S_ACTIVATION 16 /* the nine activation shares, stats._activation_shares */
 #define MAX_WEIGHTS 8192
 #define FINGERPRINT_MIX 0x9E3779B97F4A7C15ULL
 
@@ -1838,6 +1839,91 @@ static inline int zero_bucket(double lo, double hi)
     return (lo <= 0 && hi > 0) || (lo == 0 && hi == 0);
 }
 
+/* stats.region_shares for one row of ``n`` buckets (clipped edges ``lo``/``hi``), for the
+ * ``k`` regions ``[start[r], end[r]]`` at once (one pass over the buckets): into ``acc[3 * r]``
+ * the estimate, the buckets inside the region, those touching it. A bucket past ``n`` has no
+ * density (a padded bucket: zero count, zero width). */
+static void region_shares(const double *lo, const double *hi, const double *c, Py_ssize_t n,
+                          const double *start, const double *end, int k, double *acc)
+{
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double cj = c[j];
+        if (!(cj > 0))
+            continue;
+        for (int r = 0; r < k; r++) {
+            int point = lo[j] == hi[j] && lo[j] >= start[r] && lo[j] <= end[r];
+            if (!((lo[j] < end[r] && hi[j] > start[r]) || point))
+                continue;
+            double *a = acc + 3 * r;
+            a[2] += cj;
+            if (lo[j] >= start[r] && hi[j] <= end[r]) {
+                a[0] += cj;
+                a[1] += cj;
+                continue;
+            }
+            double own = cj / (hi[j] - lo[j]);
+            double left = j > 0 ? c[j - 1] / (hi[j - 1] - lo[j - 1]) : NAN;
+            double right = j + 1 < n ? c[j + 1] / (hi[j + 1] - lo[j + 1]) : NAN;
+            if (!(isfinite(left) && left >= 0))
+                left = own;
+            if (!(isfinite(right) && right >= 0))
+                right = own;
+            double below = start[r] - lo[j], above = hi[j] - end[r];
+            double outside = (below > 0 ? left * below : 0.0) + (above > 0 ? right * above : 0.0);
+            a[0] += cj - np_min(cj, outside);
+        }
+    }
+}
+
+#define ZERO_WIDTH 1e-12 /* stats.ZERO_WIDTH */
+#define BOUND_MARGIN 0.02 /* stats.BOUND_MARGIN */
+
+/* Whether a bucket clipped to ``[vmin, vmax]`` may touch ``[-ZERO_WIDTH, ZERO_WIDTH]`` (when
+ * ``vmin > vmax`` every edge is clipped to ``vmax``). */
+static inline int zero_reachable(double vmin, double vmax)
+{
+    return !((vmin > ZERO_WIDTH || vmax < -ZERO_WIDTH) && vmin <= vmax);
+}
+
+/* stats._activation_shares for one row: out[S_ACTIVATION .. +9). The regions: zero, tanh's
+ * two, sigmoid's two (those of a share the row's range rules out are left out). */
+static void activation_shares(const double *lo, const double *hi, const double *c, Py_ssize_t n,
+                              double total, double vmin, double vmax, double *out)
+{
+    double *o = out + S_ACTIVATION;
+    int in_range[3] = {1, vmin >= -1 && vmax <= 1, vmin >= 0 && vmax <= 1};
+    static const double starts[5] = {-ZERO_WIDTH, -1.0, 1.0 - 2 * BOUND_MARGIN, 0.0,
+                                     1.0 - BOUND_MARGIN};
+    static const double ends[5] = {ZERO_WIDTH, -1.0 + 2 * BOUND_MARGIN, 1.0, BOUND_MARGIN, 1.0};
+    static const int share_of[5] = {0, 1, 1, 2, 2};
+    double start[5], end[5], acc[15] = {0.0};
+    int owner[5], k = 0;
+    for (int r = 0; r < 5; r++) {
+        int wanted = in_range[share_of[r]] && (r > 0 || zero_reachable(vmin, vmax));
+        if (wanted) {
+            start[k] = starts[r];
+            end[k] = ends[r];
+            owner[k++] = share_of[r];
+        }
+    }
+    if (k)
+        region_shares(lo, hi, c, n, start, end, k, acc);
+    double sums[9] = {0.0};
+    for (int r = 0; r < k; r++)
+        for (int i = 0; i < 3; i++)
+            sums[3 * owner[r] + i] += acc[3 * r + i];
+    for (int share = 0; share < 3; share++)
+        for (int i = 0; i < 3; i++)
+            o[3 * share + i] = (in_range[share] && total != 0) ? sums[3 * share + i] / total : NAN;
+}
+
+/* Whether a row's activation shares need its clipped edges (activation_shares reads none when
+ * no bucket can touch zero and the range is outside [-1, 1]). */
+static inline int activation_edges_needed(double vmin, double vmax)
+{
+    return zero_reachable(vmin, vmax) || (vmin >= -1 && vmax <= 1);
+}
+
 /* stats.histogram_stats_batch for one padded row of ``w`` buckets; ``f`` the proto fields
  * (meaningful when ``is_histo``: then all present, else none). */
 static void row_stats(Buckets *b, Py_ssize_t w, const double *f, int is_histo, double *out)
@@ -1887,6 +1973,7 @@ static void row_stats(Buckets *b, Py_ssize_t w, const double *f, int is_histo, d
         b->share[j] = b->counts[j] * (double)zero_bucket(b->lo[j], b->hi[j]);
     out[S_ZERO] = pairwise(b->share, w) / total;
     percentiles(b, w, total, vmin, vmax, out + S_P01);
+    activation_shares(b->lo, b->hi, b->counts, w, total, vmin, vmax, out);
     int finite_left = 1; /* TF2 edges of a NaN/Inf tensor: nothing usable */
     for (Py_ssize_t j = 0; j < w && finite_left; j++)
         finite_left = isfinite(b->left[j]);
@@ -2232,6 +2319,7 @@ static void row_stats_fast(Buckets *b, const RowScan *scan, Py_ssize_t w, const 
     moments_into(b, scan->n, w, total, f, is_histo, r.vmin, r.vmax, nonfinite, out);
     out[S_ZERO] = total == 0 ? NAN : fused.zero_sum / total;
     fast_percentiles(b, scan, &fused, r, total, out + S_P01);
+    activation_shares(b->lo, b->hi, b->counts, scan->n, total, r.vmin, r.vmax, out);
     if (!is_histo && !scan->left_finite) { /* TF2 edges of a NaN/Inf tensor: nothing usable */
         for (int s = S_MEAN; s < N_STATS; s++)
             out[s] = NAN;
@@ -2309,12 +2397,17 @@ static int histo_row_direct(Buckets *b, const double *data, Py_ssize_t s, Py_ssi
     moments_into(b, size, w, total, f, 1, r.vmin, r.vmax, 0.0, out);
     out[S_ZERO] = total == 0 ? NAN : fused.zero_sum / total;
     fast_percentiles(b, &scan, &fused, r, total, out + S_P01);
+    if (activation_edges_needed(r.vmin, r.vmax))
+        for (Py_ssize_t j = 0; j < size; j++)
+            clip_finite(j > 0 ? right[j - 1] : first, right[j], r.fmin, r.fmax, &b->lo[j],
+                        &b->hi[j]);
+    activation_shares(b->lo, b->hi, counts, size, total, r.vmin, r.vmax, out);
     return 1;
 }
 
 PyDoc_STRVAR(reduce_doc,
 "reduce(data, rows, starts, sizes, kinds, fields, weights, stats, fingerprints)\n\n"
-"Statistics (float32 [B, 16], stats.STAT_NAMES) and 64-bit fingerprints (uint64 [B]) of the\n"
+"Statistics (float32 [B, 25], stats.STAT_NAMES) and 64-bit fingerprints (uint64 [B]) of the\n"
 "scanned histograms ``rows`` (see gather), as series.reduce_by_width computes them with numpy;\n"
 "``fields`` [rows, 5] the histo rows' proto fields, ``weights`` uint64 [4, 8192] the\n"
 "fingerprint weights. Histograms wider than 8192 buckets are refused (ValueError).");
@@ -2463,7 +2556,7 @@ static Py_ssize_t kept_rows(const int64_t *steps, const float *stats, Py_ssize_t
 
 PyDoc_STRVAR(thin_doc,
 "thin(steps, stats, l2_column, nonfinite_column, window, limit, kept) -> (count, window)\n\n"
-"series._thinned_rows: ``steps`` int64 [n] rising, ``stats`` float32 [n, 16]; the window\n"
+"series._thinned_rows: ``steps`` int64 [n] rising, ``stats`` float32 [n, 25]; the window\n"
 "doubled from ``window`` (2 at least) until the rows kept (series._kept_rows) fit ``limit`` as\n"
 "series._fits counts them. Writes the kept positions to ``kept`` (int64 [n]) and returns their\n"
 "count and the window.");

@@ -113,6 +113,14 @@ SHORT: dict[str, Advice] = {
         "updates too small for float32 to move the weights",
         "raise the learning rate by orders of magnitude; check its schedule",
     ),
+    hints.DEAD: Advice(
+        "ReLU units stopped firing: learning rate too large, bias, or init",
+        "lower the learning rate, He init, LeakyReLU/GELU, BatchNorm before",
+    ),
+    hints.SATURATED: Advice(
+        "tanh/sigmoid outputs at their bounds: large init, inputs or steps",
+        "Glorot init, normalise inputs, lower the learning rate, or ReLU",
+    ),
     SLOW: Advice(
         "weights move far less per update than in healthy training",
         "raise the learning rate (a range test finds one); check its schedule",

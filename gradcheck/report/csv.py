@@ -37,6 +37,7 @@ LEADING = (
     "depth",
     "weight_tag",
     "grad_tag",
+    "activation_tag",
 )
 TRAILING = ("evidence", "notes", "hint")
 
@@ -130,6 +131,7 @@ def _row(run: RunReport, layer: LayerResult, stat_keys: list[str]) -> list[float
         cell(layer.depth),
         _text(layer.weight_tag),
         _text(layer.grad_tag),
+        _text(layer.activation_tag),
     ]
     stats = [cell(layer.stats.get(key)) for key in stat_keys]
     return [

@@ -31,7 +31,7 @@ from gradcheck.report.advice import verdict_advice
 from gradcheck.report.escape import terminal_lines
 from gradcheck.report.interface import Formatter
 from gradcheck.report.sweep_view import sweep_lines
-from gradcheck.report.view import plural, report_summary
+from gradcheck.report.view import plural, report_summary, spikes_line
 from gradcheck.verdicts.gate import FINDINGS, failing_runs, fails
 
 LIMIT = 10
@@ -126,7 +126,8 @@ def _group_message(run: RunReport, verdict: Verdict, layers: list[LayerResult]) 
     names = ", ".join(layer.name for layer in in_order[:MAX_NAMES])
     if len(layers) > MAX_NAMES:
         names += f" and {len(layers) - MAX_NAMES} more"
-    lines = [f"{run.run}: {plural(len(layers), 'parameter')} {verdict}{since}: {names}"]
+    noun = "layer" if all(layer.is_activation for layer in layers) else "parameter"
+    lines = [f"{run.run}: {plural(len(layers), noun)} {verdict}{since}: {names}"]
     advice = verdict_advice(layers)
     if advice is not None:
         lines += [advice.cause, f"fix: {advice.fix}"] if advice.cause else [f"fix: {advice.fix}"]
@@ -145,12 +146,17 @@ def _reader_warnings(report: Report) -> list[Annotation]:
 
 
 def _notes(report: Report) -> list[Annotation]:
-    """What the runs' logs leave unjudged, one notice per distinct note naming its runs."""
+    """Each run's loss spikes, then what the runs' logs leave unjudged, one notice per
+    distinct note naming its runs."""
     runs_by_note: dict[str, list[str]] = {}
     for run in report.runs:
         for note in run.notes:
             runs_by_note.setdefault(note, []).append(run.run)
-    notices = []
+    notices = [
+        Annotation("notice", f"gradcheck: {run.run}", line)
+        for run in report.runs
+        if (line := spikes_line(run)) is not None
+    ]
     for note, runs in runs_by_note.items():
         title = f"gradcheck: {runs[0]}" if len(runs) == 1 else f"gradcheck: {len(runs)} runs"
         named = "" if len(runs) == 1 else "\nruns: " + ", ".join(runs[:MAX_NAMES])

@@ -34,6 +34,7 @@ from gradcheck.report.view import (
     judged_phrase,
     plural,
     report_summary,
+    spikes_line,
     verdict_counts,
 )
 
@@ -49,7 +50,7 @@ p,h1,h2,h3{overflow-wrap:anywhere}.plotly-graph-div{max-width:100%;overflow:hidd
 th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;white-space:nowrap}
 th{cursor:pointer;user-select:none;background:#f6f6f6}td.num{text-align:right}
 .nan,.exploding,.diverging{color:#b00020;font-weight:bold}.vanishing{color:#8a6d00}.static{color:#6a3d9a}
-.slow{color:#795548}.overflow{color:#1f5fa8}.ok{color:#2e7d32}.hint{color:#555}.chart{width:100%}
+.slow{color:#795548}.dead{color:#455a64;font-weight:bold}.saturated{color:#e65100}.overflow{color:#1f5fa8}.ok{color:#2e7d32}.hint{color:#555}.chart{width:100%}
 .diverging{color:#b00020}.unjudged{color:#777}.meta{color:#555;margin:.2em 0}
 .advice td{border:0;white-space:normal;padding:1px 8px}.advice td:first-child{font-weight:bold}
 details{margin:.8em 0}summary{cursor:pointer;color:#333}
@@ -116,6 +117,10 @@ class HtmlFormatter(Formatter):
         if view.rows:
             parts.append(_layer_table(view))
             parts.append(_advice(view.rows))
+        if run.loss is not None:
+            spikes = spikes_line(run)
+            parts.append(f"<h3>Training loss{': ' + escape(spikes) if spikes else ''}</h3>")
+            parts.append(self._charts.div(html_charts.loss_figure(run, escape)))
         heatmap = html_charts.layer_heatmap(run, escape)
         if heatmap is not None:
             gradients = any(x.trend_of == html_charts.GRADIENT for x in run.layers)

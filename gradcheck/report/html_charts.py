@@ -169,7 +169,9 @@ BAD = "NaN or Inf"  # a cell where a parameter was non-finite
 def _heatmap_rows(run: RunReport) -> list[tuple[str, list[StepSeries]]]:
     """``(layer, its parameters' series)`` by depth: the gradient norms, or without any the
     weight norms; names without the prefix every parameter shares."""
-    with_series = [layer for layer in run.layers if layer.series is not None]
+    with_series = [
+        layer for layer in run.layers if layer.series is not None and not layer.is_activation
+    ]
     gradients = [layer for layer in with_series if layer.trend_of == GRADIENT]
     chosen = gradients or with_series
     prefix = common_prefix([layer.name for layer in run.layers])
@@ -210,6 +212,32 @@ def _column_label(steps: np.ndarray, column: np.ndarray) -> str:
     """``120``, or ``120–128`` for a column standing for several logged steps."""
     first, last = int(steps[column[0]]), int(steps[column[-1]])
     return str(first) if first == last else f"{first}–{last}"
+
+
+SPIKE_COLOR = "#d62728"
+
+
+def loss_figure(run: RunReport, label: Label) -> Figure | None:
+    """The training loss over the logged steps (log scale when positive), each transient spike
+    marked with a dotted line at its step and labelled with the parameter that led it."""
+    series = run.loss
+    if series is None:
+        return None
+    data = [_line(series, label), *_nonfinite_marks(series)]
+    layout: dict[str, Any] = {
+        "xaxis": {"title": {"text": "step"}},
+        "yaxis": _value_axis(series.values, "loss"),
+        "shapes": [],
+        "annotations": [],
+    }
+    for row, spike in enumerate(run.spikes):
+        leader = spike.led_by[0] if spike.led_by else "no gradient leader"
+        text = label(f"spike {spike.loss_ratio:.3g}x, led by {leader}")
+        layout["shapes"].append(
+            {**_onset_line(spike.step), "line": {"color": SPIKE_COLOR, "dash": "dot"}}
+        )
+        layout["annotations"].append(_onset_label(spike.step, text, 1.0 - 0.07 * (row % 4)))
+    return _styled(data, layout, height=300)
 
 
 def clipping_figure(clip: ClipInfo, label: Label) -> Figure | None:

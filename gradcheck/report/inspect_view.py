@@ -29,6 +29,7 @@ INSPECT_SCHEMA_VERSION = 1
 KIND_LABELS = {
     "weight histogram": "weight",
     "gradient histogram": "gradient",
+    "activation histogram": "outputs",
     "other histogram": "other",
     "scalar": "scalar",
 }

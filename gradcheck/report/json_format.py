@@ -13,7 +13,7 @@ import numbers
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gradcheck.model import ClipInfo, HParamValue, LayerResult, Report, RunReport, Sweep
+from gradcheck.model import ClipInfo, HParamValue, LayerResult, Report, RunReport, Spike, Sweep
 from gradcheck.report import json_text
 from gradcheck.report.interface import Formatter
 from gradcheck.report.view import verdict_counts
@@ -118,7 +118,20 @@ def run_document(run: RunReport) -> dict[str, Any]:
         "notes": list(run.notes),
         "updates": run.updates or None,
         "clipping": None if run.clipping is None else clipping_document(run.clipping),
+        "spikes": [spike_document(spike) for spike in run.spikes],
         "layers": [layer_document(layer) for layer in layers],
+    }
+
+
+def spike_document(spike: Spike) -> dict[str, Any]:
+    """A transient spike of the training loss and the parameters that led it."""
+    return {
+        "step": spike.step,
+        "loss_ratio": finite(spike.loss_ratio),
+        "led_by": list(spike.led_by),
+        "gradient_step": spike.gradient_step,
+        "rise": finite(spike.rise),
+        "note": spike.note or None,
     }
 
 
@@ -128,6 +141,7 @@ def layer_document(layer: LayerResult) -> dict[str, Any]:
         "name": layer.name,
         "weight_tag": layer.weight_tag,
         "grad_tag": layer.grad_tag,
+        "activation_tag": layer.activation_tag,
         "verdict": layer.verdict,
         "flags": list(layer.flags),
         "severity": finite(layer.severity),

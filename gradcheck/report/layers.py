@@ -109,12 +109,13 @@ def layer_view(run: RunReport) -> LayerView:
     consecutive layers with the same verdict and onset folded (within one sub-model, the
     first path component), rows worst verdict first, then earliest onset, then depth."""
     prefix = common_prefix([layer.name for layer in run.layers])
-    grouped: dict[str, list[LayerResult]] = {}
+    grouped: dict[tuple[str, bool], list[LayerResult]] = {}
     for parameter in run.layers:
-        grouped.setdefault(split_name(parameter.name[len(prefix) :])[0], []).append(parameter)
+        layer = _layer_name(parameter, prefix)
+        grouped.setdefault((layer, parameter.is_activation), []).append(parameter)
     ordered = sorted(grouped.items(), key=lambda item: min(p.depth for p in item[1]))
-    singles = [_single(name, members) for name, members in ordered]
-    groups = _submodels([name for name, _ in ordered])
+    singles = [_single(name, members) for (name, _), members in ordered]
+    groups = _submodels([name for (name, _), _ in ordered])
     rows: list[LayerRow] = []
     for single in singles:
         previous = rows[-1] if rows else None
@@ -136,6 +137,17 @@ def layer_view(run: RunReport) -> LayerView:
     return LayerView(prefix=prefix, rows=tuple(found), layers=len(singles), healthy_layers=healthy)
 
 
+OUTPUTS = "outputs"
+"""The parameters column of a layer row judged from its outputs (an activation histogram)."""
+
+
+def _layer_name(layer: LayerResult, prefix: str) -> str:
+    """The layer a row belongs to: a parameter's name without its last component; an
+    activation row's name whole (it names a layer), both without the run's prefix."""
+    name = layer.name[len(prefix) :] if layer.name.startswith(prefix) else layer.name
+    return name if layer.is_activation else split_name(name)[0]
+
+
 def _single(name: str, members: list[LayerResult]) -> LayerRow | None:
     """The row of one layer (None when none of its parameters has a finding)."""
     findings = sorted((p for p in members if p.verdict != "ok"), key=_rank)
@@ -148,7 +160,7 @@ def _single(name: str, members: list[LayerResult]) -> LayerRow | None:
     return LayerRow(
         verdict=verdict,
         layers=(name,),
-        parameters=tuple(_short(p.name) for p in in_order if _short(p.name)),
+        parameters=tuple(_short(p) for p in in_order if _short(p)),
         onset=min(known) if known else None,
         members=tuple(findings),
         depth=min(p.depth for p in members),
@@ -161,8 +173,8 @@ def _onset(parameter: LayerResult, verdict: Verdict) -> int | None:
     return parameter.onsets.get(verdict, parameter.first_bad_step)
 
 
-def _short(name: str) -> str:
-    return split_name(name)[1]
+def _short(layer: LayerResult) -> str:
+    return OUTPUTS if layer.is_activation else split_name(layer.name)[1]
 
 
 def _first_component(layer: str) -> str:

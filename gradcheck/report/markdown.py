@@ -25,6 +25,7 @@ from gradcheck.report.view import (
     report_summary,
     run_summary,
     select_layers,
+    spikes_line,
 )
 
 MARKS = {
@@ -32,6 +33,8 @@ MARKS = {
     "exploding": "🟥",
     "diverging": "🟧",
     "vanishing": "🟨",
+    "dead": "⬛",
+    "saturated": "🟧",
     "static": "🟪",
     "slow": "🟫",
     "overflow": "🟦",
@@ -61,6 +64,9 @@ class MarkdownFormatter(Formatter):
         lines += [f"> {markdown_text(note)}" for note in run.notes]
         if run.notes:
             lines.append("")
+        spikes = spikes_line(run)
+        if spikes:
+            lines += [markdown_text(spikes) + ".", ""]
         lines += [f"> **warning:** {markdown_text(warning)}  " for warning in run.warnings]
         if run.warnings:
             lines.append("")

@@ -52,6 +52,8 @@ from gradcheck.report.view import (
     judged_phrase,
     notes_for,
     plural,
+    spike_lines,
+    spikes_line,
     verdict_counts,
 )
 
@@ -60,6 +62,8 @@ VERDICT_STYLES = {
     "exploding": "red",
     "diverging": "red",
     "vanishing": "yellow",
+    "dead": "bright_black",
+    "saturated": "dark_orange",
     "static": "magenta",
     "slow": "blue",
     "overflow": "cyan",
@@ -115,6 +119,11 @@ class TableFormatter(Formatter):
         console.print(self._header(escaped_run))
         self._indented(console, [_judged_line(run, view, counts, prefix)])
         self._indented(console, list(escaped_run.notes))
+        spikes = spikes_line(escaped_run)
+        if spikes:
+            self._indented(console, [spikes])
+        if spikes and self._detailed:
+            self._indented(console, spike_lines(escaped_run))
         if self._detailed and escaped_run.updates:
             self._indented(console, [escaped_run.updates])
         warnings = _warning_lines(escaped_run, MAX_WARNINGS if self._detailed else DEFAULT_WARNINGS)

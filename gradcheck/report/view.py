@@ -17,6 +17,7 @@ from gradcheck.model import (
     LayerResult,
     Report,
     RunReport,
+    Spike,
     Verdict,
 )
 from gradcheck.report.numbers import MISSING, format_number, format_ratio, format_steps
@@ -149,23 +150,89 @@ def clipping_applies(run: RunReport, asked: bool = False) -> bool:
 
 
 def judged_phrase(run: RunReport, layers: int | None = None) -> str:
-    """What was judged: ``gradients and weights of 18 parameters in 9 layers``."""
+    """What was judged: ``gradients and weights of 18 parameters in 9 layers``, ``... and the
+    training loss``, ``..., and the outputs of 3 layers`` (activation histograms)."""
+    outputs = sum(layer.is_activation for layer in run.layers)
+    parameters = sum(layer.name not in RUN_ROWS and not layer.is_activation for layer in run.layers)
+    loss = any(layer.name == LOSS_ROW for layer in run.layers)
+    judged_outputs = f"the outputs of {plural(outputs, 'layer')}"
+    if not parameters and outputs:
+        return judged_outputs + (" and the training loss" if loss else "")
     weights = any(layer.weight_tag for layer in run.layers)
     kinds = {
         "per_parameter": "gradients and weights" if weights else "gradients",
         "global": "weights and the global gradient norm" if weights else "the global gradient norm",
         "none": "weights",
     }[run.gradients]
-    parameters = sum(layer.name not in RUN_ROWS for layer in run.layers)
-    loss = any(layer.name == LOSS_ROW for layer in run.layers)
     if loss and not parameters:
         return f"{kinds} and the training loss"
     text = f"{kinds} of {plural(parameters, 'parameter')}"
-    if loss and layers is not None:
-        layers -= 1  # the training loss's row is no layer
+    if layers is not None:
+        layers -= outputs + (1 if loss else 0)  # the loss's row and the outputs' are no layer
     if layers is not None and layers not in (parameters, 1):
         text += f" in {plural(layers, 'layer')}"
-    return text + (" and the training loss" if loss else "")
+    text += " and the training loss" if loss else ""
+    return text + (f", and {judged_outputs}" if outputs else "")
+
+
+SPIKE_STEPS_SHOWN = 6
+"""Steps a run's spike line names before it counts the rest."""
+
+
+def spikes_line(run: RunReport) -> str | None:
+    """``3 loss spikes (steps 152, 304, 456), led by lm_head.weight each time`` (unescaped:
+    names come from the logs); None without spikes."""
+    spikes = run.spikes
+    if not spikes:
+        return None
+    steps = _steps_text([spike.step for spike in spikes])
+    head = (
+        f"{plural(len(spikes), 'loss spike')} ({'step' if len(spikes) == 1 else 'steps'} {steps})"
+    )
+    leaders: dict[str, list[int]] = {}
+    unled: list[Spike] = []
+    for spike in spikes:
+        if spike.led_by:
+            leaders.setdefault(spike.led_by[0], []).append(spike.step)
+        else:
+            unled.append(spike)
+    parts = []
+    if len(leaders) == 1 and not unled:
+        (name,) = leaders
+        parts.append(f"led by {name}" + (" each time" if len(spikes) > 1 else ""))
+    elif leaders:
+        named = [f"{name} ({_steps_text(at)})" for name, at in leaders.items()]
+        parts.append("led by " + ", ".join(named))
+    if unled:
+        logged = all("logged" in spike.note for spike in unled)
+        reason = "no gradient logged" if logged else "no parameter's gradient rose"
+        at = _steps_text([spike.step for spike in unled])
+        where = f" at {at}" if leaders else (" there" if logged else "")
+        parts.append(reason + where)
+    return f"{head}, {'; '.join(parts)}"
+
+
+def spike_lines(run: RunReport) -> list[str]:
+    """One line per spike for ``--explain``: its size, its leaders and their rise."""
+    lines = []
+    for spike in run.spikes:
+        text = f"loss spike at step {spike.step}: {spike.loss_ratio:.3g}x the running median"
+        if spike.led_by:
+            rise = f"{spike.rise:.3g}x" if spike.rise is not None else "most"
+            text += (
+                f"; led by {', '.join(spike.led_by)} (gradient norm up {rise} over its median "
+                f"at step {spike.gradient_step})"
+            )
+        elif spike.note:
+            text += f"; {spike.note}"
+        lines.append(text)
+    return lines
+
+
+def _steps_text(steps: list[int]) -> str:
+    shown = ", ".join(str(step) for step in steps[:SPIKE_STEPS_SHOWN])
+    more = len(steps) - SPIKE_STEPS_SHOWN
+    return shown + (f" and {more} more" if more > 0 else "")
 
 
 CLIP_KIND_PHRASE = {

@@ -22,6 +22,15 @@ How each number is obtained:
   counted in the buckets but leave ``sum`` finite: they are not taken for NaN.
 - ``zero_share``: share of the bucket holding 0 (``lo <= 0 < hi``, or a zero-width bucket at 0).
   With PyTorch's default bins that bucket is ``[0, 1e-12)``: exact zeros.
+- ``exact_zero_share``: share of values within :data:`ZERO_WIDTH` of 0 (a dead ReLU's exact
+  zeros); ``tanh_bound_share``: share within :data:`BOUND_MARGIN` of the range (0.04) of -1 or
+  1, for a histogram inside ``[-1, 1]`` (NaN otherwise); ``sigmoid_bound_share``: within 0.02
+  of 0 or 1, for one inside ``[0, 1]``. Each from the buckets (:func:`region_shares`):
+  buckets inside the region count whole, a bucket that straddles its edge counts less the
+  values its outer part is estimated to hold (the density of the neighbouring bucket on that
+  side, or its own when it has none: a bucket straddling zero is not all zeros). The
+  ``*_low`` and ``*_high`` columns are what the buckets allow whatever the values inside
+  them: the share of the buckets inside the region, and of those touching it.
 """
 
 from __future__ import annotations
@@ -33,6 +42,10 @@ import numpy as np
 
 from gradcheck.engine.native import extension
 from gradcheck.model import COLUMN, PERCENTILES, STAT_NAMES
+
+ACTIVATION_STATS = STAT_NAMES[-9:]
+"""The activation statistics' columns (``exact_zero_share``, ``exact_zero_share_low``,
+``exact_zero_share_high``, then the same for ``tanh_bound_share`` and ``sigmoid_bound_share``)."""
 
 QUANTILE_LEVELS: np.ndarray = np.array([0.0, *(p / 100.0 for p in PERCENTILES), 1.0])
 """Levels of the quantile grid ``(min, p1 .. p99, max)`` used for distribution distances."""
@@ -54,6 +67,15 @@ class HistStats:
     percentiles: dict[float, float]  # percentile (1, 5, 25, 50, 75, 95, 99) -> value
     nonfinite_share: float  # 0: none; NaN: present, share unknown
     zero_share: float
+    exact_zero_share: float = float("nan")  # see the module docstring, as the next eight
+    exact_zero_share_low: float = float("nan")
+    exact_zero_share_high: float = float("nan")
+    tanh_bound_share: float = float("nan")
+    tanh_bound_share_low: float = float("nan")
+    tanh_bound_share_high: float = float("nan")
+    sigmoid_bound_share: float = float("nan")
+    sigmoid_bound_share_low: float = float("nan")
+    sigmoid_bound_share_high: float = float("nan")
 
     @property
     def has_nonfinite(self) -> bool:
@@ -96,6 +118,7 @@ def histogram_stats(
         percentiles={p: float(row[COLUMN[f"p{int(p):02d}"]]) for p in PERCENTILES},
         nonfinite_share=float(row[COLUMN["nonfinite_share"]]),
         zero_share=float(row[COLUMN["zero_share"]]),
+        **{name: float(row[COLUMN[name]]) for name in ACTIVATION_STATS},
     )
 
 
@@ -157,11 +180,91 @@ def histogram_stats_batch(
         out[:, COLUMN["zero_share"]] = (counts * zero_bucket).sum(axis=1) / total
         first = COLUMN["p01"]
         out[:, first : first + len(PERCENTILES)] = _percentiles(lo, hi, counts, total, vmin, vmax)
+        shares = COLUMN[ACTIVATION_STATS[0]]
+        out[:, shares : shares + len(ACTIVATION_STATS)] = _activation_shares(
+            lo, hi, counts, total, vmin, vmax
+        )
         broken = ~np.isfinite(left).all(axis=1) & (present[:, 0] == 0)
         out[broken, COLUMN["mean"] :] = np.nan  # TF2 edges of a NaN/Inf tensor: nothing usable
         out[broken, COLUMN["nonfinite_share"]] = nonfinite_share[broken]
         out[total == 0, COLUMN["zero_share"]] = np.nan
     return out
+
+
+ZERO_WIDTH = 1e-12
+"""A value within this of 0 counts as an exact zero (the bucket ``[0, 1e-12)`` of TensorFlow's
+and PyTorch's default bins holds exactly the zeros)."""
+BOUND_MARGIN = 0.02
+"""Near a bound: within this share of the output range of it (0.04 for tanh's ``[-1, 1]``,
+0.02 for sigmoid's ``[0, 1]``), where either derivative is under 8% of its peak (tanh at 0.96:
+``1 - 0.96^2 = 0.078`` of 1; sigmoid at 0.98: ``0.98 * 0.02 = 0.0196`` of 0.25)."""
+_TANH_REGIONS = ((-1.0, -1.0 + 2 * BOUND_MARGIN), (1.0 - 2 * BOUND_MARGIN, 1.0))
+_SIGMOID_REGIONS = ((0.0, BOUND_MARGIN), (1.0 - BOUND_MARGIN, 1.0))
+
+
+def _activation_shares(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    counts: np.ndarray,
+    total: np.ndarray,
+    vmin: np.ndarray,
+    vmax: np.ndarray,
+) -> np.ndarray:
+    """``[B, 9]``: the exact-zero share, its lower and upper bound, then the same for the
+    tanh-bound and the sigmoid-bound share (NaN for histograms outside ``[-1, 1]`` /
+    ``[0, 1]``)."""
+    out = np.full((lo.shape[0], 9), np.nan)
+    regions = (((-ZERO_WIDTH, ZERO_WIDTH),), _TANH_REGIONS, _SIGMOID_REGIONS)
+    inside = (
+        np.ones(lo.shape[0], dtype=bool),
+        (vmin >= -1) & (vmax <= 1),
+        (vmin >= 0) & (vmax <= 1),
+    )
+    for column, (pieces, within_range) in enumerate(zip(regions, inside, strict=True)):
+        estimate, low, high = (np.zeros(lo.shape[0]) for _ in range(3))
+        for start, end in pieces:
+            shares = region_shares(lo, hi, counts, start, end)
+            estimate += shares[0]
+            low += shares[1]
+            high += shares[2]
+        for offset, value in enumerate((estimate, low, high)):
+            out[:, 3 * column + offset] = np.where(within_range, value / total, np.nan)
+    out[total == 0] = np.nan
+    return out
+
+
+def region_shares(
+    lo: np.ndarray, hi: np.ndarray, counts: np.ndarray, start: float, end: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Counts (per row of ``[B, k]`` clipped bucket edges) of the values in ``[start, end]``:
+    the estimate, the buckets inside it (a lower bound) and those overlapping it (an upper
+    bound).
+
+    A bucket that straddles an edge of the region counts whole less what its part outside the
+    region is estimated to hold: that part's width times the density (count over width) of
+    the neighbouring bucket on that side, or of the bucket itself when that neighbour has no
+    finite, non-negative density (none, zero width, odd counts)."""
+    # a bucket holds [lo, hi): it touches the region where they overlap, or lies in it whole
+    # when it has no width (a constant's bucket); one that only meets its edge does not
+    point = (lo == hi) & (lo >= start) & (lo <= end)
+    touches = (counts > 0) & (((lo < end) & (hi > start)) | point)
+    inside = touches & (lo >= start) & (hi <= end)
+    straddles = touches & ~inside
+    width = hi - lo
+    density = counts / width
+    left = np.full_like(density, np.nan)
+    left[:, 1:] = density[:, :-1]
+    right = np.full_like(density, np.nan)
+    right[:, :-1] = density[:, 1:]
+    left = np.where(np.isfinite(left) & (left >= 0), left, density)
+    right = np.where(np.isfinite(right) & (right >= 0), right, density)
+    below, above = start - lo, hi - end
+    outside = np.where(below > 0, left * below, 0.0) + np.where(above > 0, right * above, 0.0)
+    kept = counts - np.minimum(counts, outside)
+    estimate = np.where(inside, counts, np.where(straddles, kept, 0.0)).sum(axis=1)
+    low = np.where(inside, counts, 0.0).sum(axis=1)
+    high = np.where(touches, counts, 0.0).sum(axis=1)
+    return estimate, low, high
 
 
 def _collapse_constant_buckets(

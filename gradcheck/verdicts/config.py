@@ -171,6 +171,69 @@ class Config:
     optimizer takes steps of a fixed size and the clip acts as a smaller learning rate in
     disguise."""
 
+    # --- dead and saturated (activation histograms) -----------------------------------------
+    dead_zero_share: float = 0.9
+    """A layer's outputs are dead when the share of them that is exactly zero (within 1e-12)
+    stays at or above 0.9. A layer-level share, because that is what a histogram holds: it
+    pools every unit and every example of the batch, so it cannot tell a unit that is always
+    zero (dead) from one that is zero for most inputs (sparse but alive), nor which units are
+    which. The tools that see units judge them one by one and then count: AUTOTRAINER (Zhang et
+    al., ICSE 2021) and DeepDiagnosis (Wardat et al., ICSE 2022) flag at a share of 0.7,
+    SageMaker Debugger's DeadRelu rule calls a unit dead when active under 1% of the time and a
+    layer when over 50% of its units are. Pooled, a healthy ReLU layer is 40-60% zeros (half
+    the pre-activations are negative) and sparse ones reach 70-80%, so a pooled 0.7 or 0.5
+    would flag healthy layers. A pooled 0.9 guarantees (Markov's inequality over the units'
+    own shares) that at least two thirds of the units are zero on at least 70% of the inputs,
+    AUTOTRAINER's per-unit threshold over most of the layer: a layer that passes almost no
+    signal forward and almost no gradient back. A histogram can tell exact
+    zeros from small values only where its buckets do: TensorFlow's and PyTorch's default
+    bins have a bucket ``[0, 1e-12)``; TF2's 30 even buckets put zeros with the values up to a
+    thirtieth of the range, so there the share is an estimate (the evidence gives its bounds)."""
+    saturated_share: float = 0.9
+    """A bounded layer's outputs (tanh's ``[-1, 1]``, sigmoid's ``[0, 1]``, told from the
+    histogram's range) are saturated when the share of them within 2% of the range of a
+    bound (``|x| >= 0.96`` for tanh; ``x <= 0.02`` or ``x >= 0.98`` for sigmoid: where either
+    derivative is under 8% of its peak) stays at or above 0.9: the same layer-level share as
+    ``dead_zero_share``, for the same reasons (SageMaker Debugger's SaturatedActivation rule
+    judges units by their inputs and flags a layer at 50% of them; a histogram of outputs
+    cannot see units). The network's output layer is not judged: a softmax or sigmoid output
+    near 0 and 1 is a confident prediction, bounded by design."""
+    activation_steps: int = 3
+    """``stays``: the share is at or above its threshold at every logged step from the onset to
+    the last one, and at no fewer than 3 logged steps (one batch's histogram at one step can be
+    an odd batch; a layer that recovers was not dead)."""
+
+    # --- loss spikes -------------------------------------------------------------------------
+    spike_factor: float = 3.0
+    """A logged training loss at least 3 times the median of the previous ``spike_window``
+    logged losses is a spike (issue 35's definition, after the loss spikes of large-model
+    training that users ask about: a healthy minibatch loss varies by tens of percent around
+    its running median, a spike by multiples)."""
+    spike_recovery: float = 1.5
+    """... when the loss comes back below 1.5 times that median within ``spike_window`` logged
+    steps: a loss that does not come back diverges (diverging, exploding, NaN), it is no
+    spike, and neither is any from the onset of the run's blow-up on (diverging, or the first
+    nan or exploding onset)."""
+    spike_noise: float = 5.0
+    """... and only when it stands out of the loss's own noise: its log at least 5 robust
+    standard deviations (1.4826 times the median absolute deviation of the window's logs, the
+    modified z-score of Iglewicz and Hoaglin, 1993) above the window's median log. Five, not
+    their 3.5 for one sample: a log is judged at every step, and for noise that is normal in
+    the log, 3.5 deviations are passed once in ~4,300 steps, 5 once in ~3.5 million. A
+    minibatch loss late in training is noisier still: a classifier at batch 8 near zero loss
+    jumps 3-8x its running median when a batch holds one hard example (a held-out run: four
+    such steps in 1,500 passed 3.5 deviations, none 5), and the corpus'
+    ``Dipeshtamboli__tensorboard-logs/only_funcs`` logs uniform noise as its loss (3.2-3.6x its
+    median three times in 100 steps). A spike of a smooth loss is tens of deviations (the
+    corpus' Keras run at 0.26 +- 0.001 that jumps to 1.5 for one epoch)."""
+    spike_window: int = 20
+    """The median is over the previous 20 logged losses (a spike needs that many before it),
+    and a spike must recover within the next 20."""
+    spike_lead_rise: float = 2.0
+    """A spike is led by the parameters whose gradient norm, at the spike's step or the logged
+    step before, rose to at least twice its own median over the previous ``spike_window``
+    logged steps, and to at least half the largest such rise (the leaders, most first)."""
+
     # --- compare ---------------------------------------------------------------------------
     compare_factor: float = 4.0
     """``gradcheck compare``: two runs' gradient norms for one parameter at one step diverge
@@ -188,8 +251,8 @@ class Config:
     weight_pattern: str | None = None
     """Default for ``--weight-pattern``."""
     fail_on: str | None = None
-    """Default for ``--fail-on`` (comma list of nan, exploding, diverging, vanishing, static,
-    slow, overflow; any; none)."""
+    """Default for ``--fail-on`` (comma list of nan, exploding, diverging, vanishing, dead,
+    saturated, static, slow, overflow; any; none)."""
 
     def __post_init__(self) -> None:
         _check_ranges(self)
@@ -257,6 +320,14 @@ RANGES: dict[str, Range] = {
     "clip_suggest_percentile": Range(0.0, 100.0, high_open=False),
     "clip_most_steps_share": _FRACTION,
     "compare_factor": _FACTOR,
+    "dead_zero_share": _FRACTION,
+    "saturated_share": _FRACTION,
+    "activation_steps": Range(0.0),
+    "spike_factor": _FACTOR,
+    "spike_recovery": _FACTOR,
+    "spike_noise": _POSITIVE,
+    "spike_window": Range(0.0),
+    "spike_lead_rise": _FACTOR,
 }
 """The allowed values of every numeric threshold (the docs generate theirs from it)."""
 _PATTERN_KEYS = ("grad_pattern", "weight_pattern", "fail_on")

@@ -41,6 +41,7 @@ from gradcheck.tags import (
     training_loss_rank,
 )
 from gradcheck.verdicts import hints
+from gradcheck.verdicts.activations import activation_results, run_activations
 from gradcheck.verdicts.clipping import (
     GlobalNorm,
     chart_series,
@@ -67,8 +68,10 @@ from gradcheck.verdicts.rules import (
     rank_nan,
     rms_early_and_late,
 )
+from gradcheck.verdicts.rules.dead import find_dead
 from gradcheck.verdicts.rules.diverging import find_diverging, loss_blow_up, trainer_clips
 from gradcheck.verdicts.rules.exploding import start_growth_findings
+from gradcheck.verdicts.rules.saturated import find_saturated
 from gradcheck.verdicts.rules.slow import run_updates, sgd_ratio
 from gradcheck.verdicts.rules.static import reference_movements
 from gradcheck.verdicts.signals import (
@@ -81,12 +84,15 @@ from gradcheck.verdicts.signals import (
     parameter_signals,
     run_weight_spread,
 )
+from gradcheck.verdicts.spikes import loss_chart, loss_spikes
 
 __all__ = ["DEFAULT_CONFIG", "analyze_run"]
 
 Rule = Callable[[Parameter, RunContext], "Finding | Excuse | None"]
 BLOW_UP_RULES: tuple[Rule, ...] = (find_nan, find_exploding)
 QUIET_RULES: tuple[Rule, ...] = (find_vanishing, find_static, find_slow)
+ACTIVATION_RULES = (find_dead, find_saturated)
+"""The rules of a layer's outputs (activation histograms: :mod:`.activations`)."""
 
 
 def analyze_run(
@@ -147,6 +153,9 @@ def analyze_run(
         _layer_result(p, findings[p.name], notes[p.name], context, charts, rise) for p in parameters
     ]
     layers += _loss_row(data, loss, norms, context, layers, charts)
+    names = frozenset(layer.name for layer in layers)
+    activations = run_activations(data, rules, depth=len(layers), taken=names)
+    layers += activation_results(activations, context, ACTIVATION_RULES, charts)
     layers.sort(key=lambda layer: (-layer.severity, layer.depth))
     counts: dict[str, int] = {v: sum(layer.verdict == v for layer in layers) for v in VERDICTS}
     slow = {layer.name for layer in layers if "slow" in layer.flags}
@@ -161,12 +170,15 @@ def analyze_run(
         clipping=clip_info(data, parameters, norms, config, healthy_before),
         counts=counts,
         gradients=gradients,
-        holds="" if parameters else holdings(data, roles),
-        notes=coverage_notes(parameters, gradients) + ((whole_model,) if whole_model else ()),
+        holds="" if parameters or activations else holdings(data, roles),
+        notes=coverage_notes(parameters, gradients, bool(activations))
+        + ((whole_model,) if whole_model else ()),
         updates=updates,
         wall_times=_wall_times(data),
         hparams=dict(data.hparams),
         damage=_damage(data),
+        spikes=loss_spikes(loss, parameters, config, _blow_up_step(layers, healthy_before)),
+        loss=loss_chart(loss) if charts else None,
     )
 
 
@@ -274,7 +286,7 @@ def _without_vanishing(
     return [f for f in found if f.verdict != "vanishing"]
 
 
-def rule_failed_note(rule: Rule, error: Exception) -> str:
+def rule_failed_note(rule: Callable[..., object], error: Exception) -> str:
     """The note on a parameter a rule could not judge (an internal error: a bug to report)."""
     verdict = getattr(rule, "__name__", "rule").removeprefix("find_")
     return (
@@ -356,10 +368,18 @@ GLOBAL_ONLY_NOTE = (
 )
 
 
-def coverage_notes(parameters: list[Parameter], gradients: GradientCoverage) -> tuple[str, ...]:
+ONLY_ACTIVATIONS_NOTE = (
+    "only activations logged: dead and saturated layers were judged from their outputs; "
+    "gradients and weights cannot be (log them with gradcheck.torch or gradcheck.keras)"
+)
+
+
+def coverage_notes(
+    parameters: list[Parameter], gradients: GradientCoverage, activations: bool = False
+) -> tuple[str, ...]:
     """What this run's log cannot answer, one line each."""
     if not parameters:
-        return ()
+        return (ONLY_ACTIVATIONS_NOTE,) if activations else ()
     if gradients == "none":
         return (NO_GRADIENTS_NOTE,)
     if gradients == "global":
@@ -384,6 +404,16 @@ def _rank_nan_findings(parameters: list[Parameter], findings: dict[str, list[Fin
         findings[parameter.name] = [
             ranked if f.verdict == "nan" else f for f in findings[parameter.name]
         ]
+
+
+def _blow_up_step(layers: list[LayerResult], healthy_before: int | None) -> int | None:
+    """Where the run blew up, from which on its loss is the blow-up's, not spikes: the
+    ``diverging`` row's onset, else the first ``nan`` or ``exploding`` onset (or the loss's
+    rise into it, when earlier: the healthy steps' end); None for a run that did not."""
+    for layer in layers:
+        if layer.name == LOSS_ROW and layer.first_bad_step is not None:
+            return layer.first_bad_step
+    return healthy_before
 
 
 def _first_rise(findings: Mapping[str, list[Finding]]) -> int | None:

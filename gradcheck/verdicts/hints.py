@@ -218,6 +218,19 @@ STATIC_NO_GRADIENT_HERE = (
 )
 
 
+DEAD = (
+    "ReLU units stopped firing: a learning rate too large (one big update pushes the "
+    "pre-activations below zero for good), too negative a bias, or a bad init. Lower the "
+    "learning rate, use He init and a small positive bias, or LeakyReLU/GELU; BatchNorm before "
+    "the activation keeps pre-activations centred."
+)
+SATURATED = (
+    "tanh/sigmoid units sit at their bounds, where the derivative is near zero: too large an "
+    "init or learning rate, or unnormalised inputs. Use Glorot (Xavier) init, normalise the "
+    "inputs or add normalisation before the activation, lower the learning rate, or use ReLU."
+)
+
+
 def vanishing_hint(rule: str, where: Position, name: str = "") -> str:
     """The hint for a vanishing finding from ``rule`` (depth, absolute, decay) on ``name``."""
     if is_recurrent(name):

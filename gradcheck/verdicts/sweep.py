@@ -49,6 +49,8 @@ PHRASES = {
     "exploding": "exploded",
     "diverging": "diverged",
     "vanishing": "had vanishing gradients",
+    "dead": "had dead layers",
+    "saturated": "had saturated layers",
     "static": "had static weights",
     "slow": "learned slowly",
     "overflow": "overflowed",

@@ -23,6 +23,8 @@ BASE_SEVERITY: Mapping[Verdict, float] = {
     "exploding": 3.0,
     "diverging": 2.5,
     "vanishing": 2.0,
+    "dead": 1.5,
+    "saturated": 1.25,
     "static": 1.0,
     "slow": 0.75,
     "overflow": 0.5,
