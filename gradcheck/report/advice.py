@@ -58,7 +58,7 @@ SHORT: dict[str, Advice] = {
         "lower the learning rate 10x, warm up; clipping alone does not fix it",
     ),
     hints.EXPLODING_FROM_START: Advice(
-        "the weights grew orders of magnitude past their initial scale at once",
+        "the weights grew orders of magnitude past their initial scale",
         "lower the learning rate 10-100x, warm up; log the first steps",
     ),
     hints.EXPLODING_DWARF: Advice(
