@@ -21,7 +21,8 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 # Core + dev and docs tools + the frameworks the tests train with.
-$(STAMP): pyproject.toml | $(BIN)/python
+# The C scanner is built by pip install -e: a change to it (or to the build) rebuilds.
+$(STAMP): pyproject.toml setup.py gradcheck/native/_scan.c | $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH)"
 	$(BIN)/pip install -q -e ".[dev,docs,html,keras,torch]"
 	$(COMPILE)

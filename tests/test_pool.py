@@ -9,6 +9,7 @@ import os
 import threading
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -143,11 +144,21 @@ def test_an_error_in_a_worker_is_raised_here() -> None:
         pool.map_shared(_failing, [0, 1, 2, 3], [1.0] * 4, 0.0, workers)
 
 
-def test_work_is_shared_only_while_each_worker_gets_enough() -> None:
+def _pid_met(meeting: Path, _: object) -> int:
+    """This process' id, once two processes have each taken an item: a worker that starts
+    late on a loaded machine still gets its share (the other waits for it, at most 60 s)."""
+    (meeting / str(os.getpid())).touch()
+    deadline = time.monotonic() + 60.0
+    while len(list(meeting.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return os.getpid()
+
+
+def test_work_is_shared_only_while_each_worker_gets_enough(tmp_path: Path) -> None:
     items, here = list(range(4)), [os.getpid()] * 4
     with pool.Workers(2) as workers:
         assert pool.map_shared(_pid, items, [1.0] * 4, 2.5, workers) == here  # 2 each < 2.5
-        pids = pool.map_shared(_pid, items, [1.0] * 4, 2.0, workers)
+        pids = pool.map_shared(partial(_pid_met, tmp_path), items, [1.0] * 4, 2.0, workers)
     assert os.getpid() not in pids and len(set(pids)) == 2
     with pool.Workers(1) as workers:
         assert pool.map_shared(_pid, items, [1.0] * 4, 0.0, workers) == here
