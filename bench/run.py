@@ -9,7 +9,8 @@ By default tbparse and EventAccumulator run only on the 40 MB logs (minutes and 
 beyond), gradcheck, the bare loop and TensorBoard's Rust data server on every size; the
 multi-file run compares ``gradcheck --jobs 1`` with the default. Issue 22's series follow
 (``--series``): sweeps of many small runs, a parameter-count series (``bench/params.py``),
-``inspect`` against ``analyze``, and the start-up (a tiny run against ``python -c pass``).
+``inspect`` against ``analyze``, and the start-up (a tiny run against ``python -c pass``, and
+each light command's time and imports: ``bench/startup.py``).
 ``make bench`` runs the defaults.
 
     python bench/run.py --sizes 40MB --repeats 3 --readers gradcheck,bare,tbparse,accumulator
@@ -33,7 +34,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: python bench/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import gen, params, readers, report  # noqa: E402
+from bench import gen, params, readers, report, startup  # noqa: E402
 from bench.ceiling import measure as measure_ceiling  # noqa: E402
 from bench.measure import Measurement, run_measured  # noqa: E402
 
@@ -497,12 +498,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ceiling_ratio = facts.get("two_core_ceiling", {}).get("ratio")
     targets = report.evaluate_targets(summary, ceiling_ratio)
     print(report.render(summary, targets, facts, args))
+    imports: dict[str, object] | None = None
+    if "startup" in _split(args.series) and help_text is not None:
+        print("start-up by command (bench/startup.py)", file=sys.stderr, flush=True)
+        imports, text = startup.measure(args.data, 15, 5, 10)
+        print(f"\n{text}")
     document = {
         "meta": {**facts, "arguments": {k: str(v) for k, v in vars(args).items()}},
         "datasets": {name: asdict(info) for name, info in infos.items()},
         "summary": [asdict(item) for item in summary],
         "targets": [asdict(item) for item in targets],
         "runs": [asdict(result) for result in results],
+        "startup_by_command": imports,
     }
     args.json.write_text(json.dumps(document, indent=1) + "\n")
     print(f"results written to {args.json}", file=sys.stderr)

@@ -23,7 +23,7 @@ import pytest
 from gradcheck import cli
 from gradcheck.events.reader import unreadable
 from gradcheck.inspect import FileSummary, InspectReport, RunSummary
-from gradcheck.report.inspect_view import inspect_table
+from gradcheck.report.inspect_table import inspect_table
 from gradcheck.report.interface import Env
 from gradcheck.status import ExitStatus
 from gradcheck.verdicts.config import MAX_CONFIG_BYTES

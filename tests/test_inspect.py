@@ -149,7 +149,7 @@ def test_each_histogram_tag_says_which_parameter_it_pairs_under() -> None:
 
 
 def test_wide_table_shows_the_parameter_column_narrow_does_not() -> None:
-    from gradcheck.report.inspect_view import inspect_table
+    from gradcheck.report.inspect_table import inspect_table
     from gradcheck.report.interface import Env
 
     report = inspect_records([histogram("Gradients_dense_0/kernel:0", 0, 4)])
@@ -162,7 +162,7 @@ def test_wide_table_shows_the_parameter_column_narrow_does_not() -> None:
 
 
 def test_the_table_prints_long_tag_names_whole_when_piped() -> None:
-    from gradcheck.report.inspect_view import inspect_table
+    from gradcheck.report.inspect_table import inspect_table
     from gradcheck.report.interface import Env
 
     long_tag = "gradients/encoder.layers.11.self_attention.in_proj_weight.with.a.long.suffix"

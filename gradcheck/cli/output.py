@@ -17,7 +17,7 @@ import click
 from gradcheck.cli.outcome import say
 from gradcheck.errors import InputError
 from gradcheck.report.interface import Env, FormatOptions
-from gradcheck.verdicts.gate import FINDINGS, failing_runs, fails
+from gradcheck.verdicts.gate import failing_runs, fails, findings
 
 if TYPE_CHECKING:
     from gradcheck.model import Comparison, Report, Verdict
@@ -112,7 +112,7 @@ def note_failing_runs(report: Report, fail_on: frozenset[Verdict]) -> None:
 
     for run in failing_runs(report, fail_on):
         bad = [layer for layer in run.layers if fails(layer, fail_on)]
-        counts: dict[str, int] = {v: sum(layer.verdict == v for layer in bad) for v in FINDINGS}
+        counts: dict[str, int] = {v: sum(layer.verdict == v for layer in bad) for v in findings()}
         names = ", ".join(layer.name for layer in bad[:3]) + (", ..." if len(bad) > 3 else "")
         line = f"{run.run}: {plural(len(bad), 'parameter')} failing --fail-on"
         line += f" ({counts_phrase(counts)}): {names}"

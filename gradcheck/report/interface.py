@@ -11,10 +11,12 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from gradcheck.model import Comparison, Report, Verdict
 from gradcheck.verdicts.gate import DEFAULT_FAIL_ON, parse_fail_on
+
+if TYPE_CHECKING:  # annotations only: `gradcheck --help` imports this module, not the model
+    from gradcheck.model import Comparison, Report, Verdict
 
 DEFAULT_WIDTH = 80
 """Width used when stdout is not a terminal and ``COLUMNS`` is not set: output written to a

@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
-from gradcheck.errors import ConfigError
-from gradcheck.model import VERDICTS, LayerResult, Report, RunReport, Verdict
+from typing import TYPE_CHECKING
 
-FINDINGS: tuple[Verdict, ...] = tuple(v for v in VERDICTS if v != "ok")
+from gradcheck.errors import ConfigError
+
+if TYPE_CHECKING:  # the model's dataclasses: not imported for `gradcheck --help` (issue 36)
+    from gradcheck.model import LayerResult, Report, RunReport, Verdict
+
+    FINDINGS: tuple[Verdict, ...]
+
 DEFAULT_FAIL_ON = "nan,exploding,diverging"
+
+
+def findings() -> tuple[Verdict, ...]:
+    """Every verdict but ``ok``, most severe first: what ``--fail-on any`` means.
+
+    Made from :data:`gradcheck.model.VERDICTS` when first asked for, not at import: the CLI's
+    options and formats name :data:`DEFAULT_FAIL_ON`, and ``gradcheck --help`` should not
+    create the model's dataclasses to print it (``bench/startup.py``)."""
+    from gradcheck.model import VERDICTS
+
+    return tuple(v for v in VERDICTS if v != "ok")
+
+
+def __getattr__(name: str) -> object:
+    # ``FINDINGS``, the tuple of :func:`findings`, made on first use (PEP 562).
+    if name == "FINDINGS":
+        return findings()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def parse_fail_on(text: str) -> frozenset[Verdict]:
@@ -16,14 +39,14 @@ def parse_fail_on(text: str) -> frozenset[Verdict]:
     """
     words = [word.strip().lower() for word in text.split(",") if word.strip()]
     if words == ["any"]:
-        return frozenset(FINDINGS)
+        return frozenset(findings())
     if words == ["none"]:
         return frozenset()
     chosen: set[Verdict] = set()
     for word in words:
         verdict = _verdict(word)
         if verdict is None:
-            accepted = ", ".join(FINDINGS)
+            accepted = ", ".join(findings())
             raise ConfigError(
                 f"--fail-on {text!r}: unknown verdict {word!r} (use a comma list of "
                 f"{accepted}, or any, or none)"
@@ -36,7 +59,7 @@ def parse_fail_on(text: str) -> frozenset[Verdict]:
 
 def _verdict(word: str) -> Verdict | None:
     """The finding verdict spelled ``word``, or None."""
-    for verdict in FINDINGS:
+    for verdict in findings():
         if word == verdict:
             return verdict
     return None
