@@ -58,11 +58,14 @@ def commands(logs: Sequence[Path], pairs: Sequence[str]) -> Iterator[list[str]]:
 
 
 def run(tree: Path, command: list[str]) -> tuple[int, bytes, bytes]:
-    """``python -m gradcheck COMMAND`` with ``tree`` first on the path: status, stdout, stderr."""
+    """``python -P -m gradcheck COMMAND`` with ``tree`` first on the path: status, stdout,
+    stderr. ``-P``: ``-m`` puts the working directory (this checkout, whose ``gradcheck`` it
+    would import for both trees) ahead of ``PYTHONPATH``; without it both checkouts ran this
+    one's code."""
     env = {**os.environ, "PYTHONPATH": str(tree.resolve()), "COLUMNS": "100"}
     env.pop("GITHUB_STEP_SUMMARY", None)
     done = subprocess.run(
-        [sys.executable, "-m", "gradcheck", *command], capture_output=True, env=env, cwd=ROOT
+        [sys.executable, "-P", "-m", "gradcheck", *command], capture_output=True, env=env, cwd=ROOT
     )
     return done.returncode, done.stdout, done.stderr
 

@@ -19,7 +19,19 @@ test can compare gradcheck's onsets with the step where they really began.
   instead of 0.02x at step 40: the gradients explode from step 41 (exactly: the first
   gradient after the first such update), NaN from step 53;
 - ``loss_spike_recovers``: the same at lr 0.01 but for one update at 150x (step 30): the loss
-  jumps from 0.54 to 190 and 280, then falls back to 2.4 and below: a spike, not divergence.
+  jumps from 0.54 to 190 and 280, then falls back to 2.4 and below: a spike, not divergence;
+- ``zero_grad_forgotten``: four ReLU layers at SGD lr 1e-4 with momentum 0.9, gradients never
+  zeroed: the global gradient norm grows linearly for 60 steps (2.8 to 157), then blows up
+  from step 68 (115 to 600 by step 100);
+- ``warm_up_too_high``: two tanh layers, a linear warm-up to lr 0.3 with momentum 0.9: the
+  gradients climb from step 36-38 (lr 0.11) and the run is NaN from step 111;
+- ``rnn_unclipped``: a tanh RNN at SGD lr 0.05 with momentum 0.9, no clipping: spiky
+  gradients (up to 60x their early level) and a burst at steps 251-253 (6.8e3);
+- ``late_after_plateau``: two tanh layers at lr 0.01 with momentum, the loss flat at ~0.07
+  by step 150, then the learning rate raised steeply (:func:`rising_after_plateau`): the
+  gradients climb from step 181-183 and the run is NaN from step 209.
+
+The last four log every step, so a logged step is an optimizer step.
 """
 
 from __future__ import annotations
@@ -83,6 +95,19 @@ def lr_spike(step: int) -> float:
     return 150.0 if step == 30 else 1.0
 
 
+def warm_up(step: int) -> float:
+    """A linear warm-up over 100 steps to a peak learning rate far too high: the run blows up
+    part-way through it, where the learning rate crosses what the loss's curvature allows."""
+    return min(1.0, (step + 1) / 100)
+
+
+def rising_after_plateau(step: int) -> float:
+    """The learning rate held for 150 steps (the loss has plateaued), then raised by half of
+    its value every step (a cyclic schedule's rising half set far too steep): the run blows up
+    late, some 30 steps after the rise began."""
+    return 1.0 if step < 150 else 1.0 + (step - 150) / 2
+
+
 TYPO_ONSET = 41
 """The first step whose gradient the typo'd learning rate changed."""
 
@@ -91,6 +116,12 @@ RUNS: dict[str, Spec] = {
     "mlp_nan_loss_first": Spec((64, 64, 64, 64), "relu", 0.5, momentum=0.9, every=5),
     "lr_step_typo": Spec((64, 64), "tanh", 0.01, momentum=0.9, steps=60, schedule=lr_step_typo),
     "loss_spike_recovers": Spec((64, 64), "tanh", 0.01, momentum=0.9, steps=80, schedule=lr_spike),
+    "zero_grad_forgotten": Spec((64, 64), "relu", 1e-4, momentum=0.9, steps=250, accumulate=True),
+    "warm_up_too_high": Spec((64, 64), "tanh", 0.3, momentum=0.9, steps=120, schedule=warm_up),
+    "rnn_unclipped": Spec((32,), "tanh", 0.05, momentum=0.9, steps=300, model="rnn"),
+    "late_after_plateau": Spec(
+        (64, 64), "tanh", 0.01, momentum=0.9, steps=220, schedule=rising_after_plateau
+    ),
 }
 
 

@@ -69,6 +69,16 @@ def test_healthy_run_exits_0(logs: Path) -> None:
     assert result.stderr == ""
 
 
+def test_a_run_with_only_a_global_norm_says_so_not_0_parameters() -> None:
+    """The HF Trainer's scalars (a global gradient norm, no per-parameter series): the line says
+    what was judged, not "the global gradient norm of 0 parameters" (issue 30)."""
+    run = Path(__file__).parent / "data" / "runs15" / "hf_scalars_clipped_healthy"
+    result = invoke("analyze", str(run))
+    assert result.exit_code == ExitStatus.OK, result.output
+    assert result.stdout.splitlines()[1] == "  all healthy: the global gradient norm"
+    assert "0 parameters" not in result.stdout
+
+
 def test_exploding_run_exits_1_with_the_nan_first(logs: Path) -> None:
     result = invoke("analyze", str(logs / "exploding"), "--format", "json")
     assert result.exit_code == ExitStatus.FINDINGS

@@ -101,6 +101,10 @@ SHORT: dict[str, Advice] = {
         "no gradient computed: frozen, or not connected to the loss",
         "if not on purpose: requires_grad/trainable, or connect to the loss",
     ),
+    hints.STATIC_STOPPED: Advice(
+        "weights stopped changing part-way: the learning rate reached 0?",
+        "size the LR schedule in optimizer steps, not epochs; log the LR",
+    ),
     hints.STATIC_NEVER_TRAINED: Advice(
         "nothing moved while the run trained: no optimizer step taken",
         "call optimizer.step()/apply_gradients; check the lr and its params",

@@ -164,8 +164,8 @@ def judged_phrase(run: RunReport, layers: int | None = None) -> str:
         "global": "weights and the global gradient norm" if weights else "the global gradient norm",
         "none": "weights",
     }[run.gradients]
-    if loss and not parameters:
-        return f"{kinds} and the training loss"
+    if not parameters:  # no per-parameter series: the run's own rows are what was judged
+        return f"{kinds} and the training loss" if loss else kinds
     text = f"{kinds} of {plural(parameters, 'parameter')}"
     if layers is not None:
         layers -= outputs + (1 if loss else 0)  # the loss's row and the outputs' are no layer

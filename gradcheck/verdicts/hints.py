@@ -196,6 +196,13 @@ STATIC_NEVER_TRAINED = (
     "is 0, or the optimizer was given other variables than the model's (a copy of the model, "
     "a parameter list built before the layers)."
 )
+STATIC_STOPPED = (
+    "The weights stopped changing part-way while training went on: a learning-rate schedule "
+    "that reached 0 (a scheduler stepped every batch but sized in epochs, e.g. LambdaLR or a "
+    "linear decay given the number of epochs where it counts optimizer steps), or the "
+    "parameter frozen or dropped from the optimizer part-way. Log the learning rate and size "
+    "the schedule in optimizer steps."
+)
 STATIC_FLOAT32 = (
     "Updates too small to move the weights: the learning rate ({rate}) times the gradient is "
     "below float32 resolution of these weights (every step rounds away) or a tiny fraction of "

@@ -12,7 +12,10 @@ One rule, used by every verdict that dates a rise (``exploding``'s gradient and 
    extrapolated to the step. The band is :data:`NEAR_BASELINE` times the level, wider for a
    noisy series (``exp(NOISE_MARGIN x`` the spread of the window's logs around the level)). A
    ramp is therefore the level, not the start of the later blow-up; a rise that comes back
-   into the band before the crossing is not the departure.
+   into the band before the crossing is not the departure. The search walks back from the
+   crossing and stops at the first value back within the band of its own level: a value of
+   the climb whose window already holds the climb's first values (the level follows the
+   climb) does not stop it.
 3. **The climb into it**: from the departure back over the steps that climb, each at least
    :data:`RISE_STEP` times the one before, beyond the series' noise (``NOISE_MARGIN`` times
    the spread of its step-to-step log changes around their median) and above each of the
@@ -127,9 +130,23 @@ def departure(
         departs = bool(possible[k]) and _departs(values, steps, k, crossing, window, early)
         if departs:
             found = k
-        elif found is not None:
-            break
+        elif found is not None and (
+            values[k] <= NEAR_BASELINE * before[k] or _in_band(values, steps, k, window, early)
+        ):
+            break  # back at its level: the stretch before it is another episode
     return crossing if found is None else found
+
+
+def _in_band(values: np.ndarray, steps: np.ndarray, k: int, window: int, early: float) -> bool:
+    """Whether the value at ``k`` is within the band of the median of the values before it
+    (not of their trend: a window that holds the first values of an exponential climb has a
+    steep linear trend that would take the climb for its level). A value above it that does
+    not start a departure (a later value of the climb dips below the band of a level that
+    already holds the climb's first values) is part of the same climb: the search goes on
+    past it."""
+    before = slice(k - window, k)
+    level = Level(early) if k < window else level_of(values[before], steps[before])
+    return bool(values[k] <= level.band * level.median)
 
 
 def _departs(

@@ -277,7 +277,9 @@ def align_event_onsets(
     back through every layer, and a noisier gradient (a bias's: the error summed over the
     batch) stands out of its noise later. A parameter keeps its own later onset only when its
     own series says so: every value it logged from the earliest onset to its own lies within
-    the band of its level before (:func:`.onset.level_of`)."""
+    the band of its level before (:func:`.onset.level_of`), and there are more than
+    :data:`SAME_EVENT_STEPS` of them (a few steps apart is within what an onset can tell from
+    a noisy series: one event, one onset)."""
     rises = sorted(
         (f.first_bad_step, name, f)
         for name, found in findings.items()
@@ -314,9 +316,16 @@ def _overlapping(
     return events
 
 
+SAME_EVENT_STEPS = 3
+"""Rises of one blow-up whose onsets are at most this many of a parameter's logged steps apart
+share the earliest: the tolerance an onset is held to (issue 30: within 3 logged steps of the
+exact onset)."""
+
+
 def _departed_later(gradient: GradientSignal | None, onset: int, own: int, config: Config) -> bool:
     """Whether ``gradient`` stayed within the band of its level (the early baseline's number
-    of values before ``onset``) at every step it logged from ``onset`` to ``own``."""
+    of values before ``onset``) at every step it logged from ``onset`` to ``own``, more than
+    :data:`SAME_EVENT_STEPS` of them."""
     if gradient is None:
         return False
     usable = np.isfinite(gradient.norm) & (gradient.norm > 0)
@@ -324,8 +333,8 @@ def _departed_later(gradient: GradientSignal | None, onset: int, own: int, confi
     window = baseline_size(values.size, config)
     before = (steps < onset).nonzero()[0][-window:]
     between = (steps >= onset) & (steps < own)
-    if before.size < MIN_NOISE_CHANGES or not between.any():
-        return False  # nothing to say otherwise with
+    if before.size < MIN_NOISE_CHANGES or int(between.sum()) <= SAME_EVENT_STEPS:
+        return False  # nothing to say otherwise with, or too close to tell apart
     level = level_of(values[before], steps[before])
     return bool((values[between] <= level.band * level.at(steps[between])).all())
 

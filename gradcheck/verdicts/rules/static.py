@@ -20,6 +20,7 @@ from gradcheck.verdicts.rules.base import (
     gradient_is_clear,
     severity,
 )
+from gradcheck.verdicts.rules.stopped import find_stopped
 from gradcheck.verdicts.rules.vanishing import healthy_sibling
 from gradcheck.verdicts.signals import ZERO_INITIALISED, Movement, Parameter
 
@@ -34,7 +35,7 @@ def find_static(parameter: Parameter, context: RunContext) -> Finding | Excuse |
     moved = move.largest
     threshold = context.config.static_movement
     if not (move.bit_identical or moved < threshold):
-        return None
+        return find_stopped(parameter, context)  # moved: did it stop part-way?
     driven = parameter.gradient is not None and gradient_is_clear(parameter, context)
     sibling = _moving_sibling(parameter, context)
     if sibling is not None and not driven:

@@ -59,11 +59,27 @@ def healthy_sibling(parameter: Parameter, context: RunContext) -> str | None:
     return None
 
 
+FOR_GOOD_SHARE = 0.9
+"""A gradient below the threshold from a step to the end, with this share of all its steps
+below the threshold in that final stretch, vanished from that step (a layer that dies part-way):
+the few dips below it before are noise, not the onset."""
+
+
 def _first_below(parameter: Parameter, threshold: float) -> int:
+    """The first step below ``threshold``, or the first of the final stretch below it when
+    nearly all the steps below it are in that stretch (:data:`FOR_GOOD_SHARE`)."""
     gradient = parameter.gradient
     assert gradient is not None
     below = nan_to_num(gradient.rms, nan=np.inf) < threshold
-    return int(gradient.steps[np.argmax(below)]) if below.any() else int(gradient.steps[0])
+    if not below.any():
+        return int(gradient.steps[0])
+    first = int(np.argmax(below))
+    above = np.flatnonzero(~below & np.isfinite(gradient.rms))
+    if above.size and below[-1] and int(above[-1]) > first:
+        final = int(above[-1]) + 1
+        if below.size - final >= FOR_GOOD_SHARE * int(below.sum()):
+            return int(gradient.steps[final])
+    return int(gradient.steps[first])
 
 
 def _where(parameter: Parameter, context: RunContext) -> hints.Position:
