@@ -57,6 +57,10 @@ SHORT: dict[str, Advice] = {
         "the training loss rose orders of magnitude and never came back",
         "lower the learning rate 10x, warm up; clipping alone does not fix it",
     ),
+    hints.EXPLODING_FROM_START: Advice(
+        "the weights grew orders of magnitude past their initial scale",
+        "lower the learning rate 10-100x, warm up; log the first steps",
+    ),
     hints.EXPLODING_DWARF: Advice(
         "gradients far larger than their weights: a summed loss, raw targets",
         "lower the learning rate; average the loss, normalise the targets",

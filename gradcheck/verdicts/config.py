@@ -55,7 +55,18 @@ class Config:
     (sum vs mean) and Adam-style optimizers normalise it away."""
     weight_growth_factor: float = 100.0
     """For parameters without logged gradients: weight RMS this many times its early value (and
-    the run's typical weight RMS) is exploding. Healthy weights grow a few times at most."""
+    the run's typical weight RMS) is exploding. Healthy weights grow a few times at most.
+    Also, for every run: weights this many times their first logged value, to the end of the
+    log, in more than ``weight_blow_up_share`` of the model (:mod:`.start_growth`)."""
+    weight_blow_up_share: float = 0.5
+    """The model's weights blew up from their start when more than half of those that started
+    non-zero (at least two) grew ``weight_growth_factor`` x their first logged value and stayed
+    there: Adam moves each element by about the learning rate a step, so a 100x growth of a
+    standard-initialised matrix (RMS 0.02) takes 2,000 steps in one direction at lr 1e-3, and
+    a learning rate orders of magnitude too high grows every matrix at once. The weights that
+    legitimately grow by orders of magnitude (LayerScale at 1e-6, normalisation gains with
+    their tiny early gradients) are a minority of a model; zero-initialised ones (biases,
+    LoRA's B, ReZero's alpha) have no start to grow from and are not counted."""
     explode_veto_limit: float = 1e4
     """A training loss that falls during a rise may excuse it only while the rise stays below
     this many times the early baseline (two orders beyond ``explode_factor``): a network leaving
@@ -287,6 +298,7 @@ RANGES: dict[str, Range] = {
     "baseline_fraction": _FRACTION,
     "grad_to_weight_ratio": _POSITIVE,
     "weight_growth_factor": _FACTOR,
+    "weight_blow_up_share": _BELOW_ONE,
     "explode_veto_limit": _FACTOR,
     "diverge_factor": _FACTOR,
     "vanish_depth_ratio": _FRACTION,

@@ -70,6 +70,7 @@ from gradcheck.verdicts.rules import (
 )
 from gradcheck.verdicts.rules.dead import find_dead
 from gradcheck.verdicts.rules.diverging import find_diverging, loss_blow_up, trainer_clips
+from gradcheck.verdicts.rules.exploding import start_growth_findings
 from gradcheck.verdicts.rules.saturated import find_saturated
 from gradcheck.verdicts.rules.slow import run_updates, sgd_ratio
 from gradcheck.verdicts.rules.static import reference_movements
@@ -115,6 +116,9 @@ def analyze_run(
     )
     notes = {name: excused for name, (_, excused) in outcomes.items()}
     _rank_nan_findings(parameters, findings)
+    if not any(findings.values()):  # a blow-up before the second logged step hides in baselines
+        for name, finding in start_growth_findings(parameters, context, norms).items():
+            findings[name] = [finding]
     # Vanishing and static are judged on the healthy steps only: after a blow-up, saturated
     # units give zero gradients and NaN weights stop moving, which says nothing new.
     healthy_before = _first_trouble(findings)

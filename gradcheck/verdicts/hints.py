@@ -152,6 +152,13 @@ EXPLODING_WEIGHTS = (
     "Weights grow without bound: learning rate too large, no weight decay, or unnormalised "
     "targets; lower the learning rate, clip gradients, and log gradients to see the cause."
 )
+EXPLODING_FROM_START = (
+    "The model's weights grew orders of magnitude beyond their initial scale between the first "
+    "logged steps: the learning rate is orders of magnitude too high (clipping does not stop "
+    "it: Adam moves each weight by about the learning rate whatever the gradient's norm); "
+    "lower it (10-100x), add warm-up, and log the first steps (HF Trainer: logging_steps) to "
+    "see where it began."
+)
 VANISHING_EARLY = (
     "Gradients shrink layer by layer on the way back: saturating activations (sigmoid/tanh) deep "
     "in the stack or too-small initialisation. Use ReLU/GELU-family activations, He/Glorot "
