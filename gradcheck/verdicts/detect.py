@@ -226,7 +226,7 @@ def run_parameters(
     data: RunData, rules: TagRules = DEFAULT_RULES
 ) -> tuple[RunData, list[Parameter], list[GlobalNorm], GradientCoverage, dict[str, ScalarRole]]:
     """A run's parameters as the verdicts see them: series renamed mid-run joined
-    (:func:`~gradcheck.series.reduce.join_renamed`), tags paired, signals derived, and the
+    (:func:`~gradcheck.series.merge.join_renamed`), tags paired, signals derived, and the
     ``(global gradient norm)`` row where the global norm is the only gradient evidence; with
     the joined data, the run's global norms, its gradient coverage and its scalars' roles
     (found once: a run may log 10^6 scalar tags; ``compare`` takes the same)."""
