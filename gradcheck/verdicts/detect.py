@@ -70,9 +70,9 @@ from gradcheck.verdicts.rules import (
 )
 from gradcheck.verdicts.rules.dead import find_dead
 from gradcheck.verdicts.rules.diverging import find_diverging, loss_blow_up, trainer_clips
-from gradcheck.verdicts.rules.exploding import start_growth_findings
 from gradcheck.verdicts.rules.saturated import find_saturated
 from gradcheck.verdicts.rules.slow import run_updates, sgd_ratio
+from gradcheck.verdicts.rules.start_growth import start_growth_findings
 from gradcheck.verdicts.rules.static import reference_movements
 from gradcheck.verdicts.signals import (
     Movement,
