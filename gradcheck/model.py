@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from gradcheck.events.records import (
     TENSORBOARD,
@@ -111,18 +111,7 @@ Verdict = Literal[
     "overflow",
     "ok",
 ]
-VERDICTS: tuple[Verdict, ...] = (
-    "nan",
-    "exploding",
-    "diverging",
-    "vanishing",
-    "dead",
-    "saturated",
-    "static",
-    "slow",
-    "overflow",
-    "ok",
-)
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)  # worst first, as the Literal lists them
 """Most severe first. ``diverging``: the run's training loss rose by orders of magnitude over
 its start and never came back below it (the ``(training loss)`` row). ``dead``: a layer's
 outputs (an activation histogram) almost all exactly zero, and staying so (ReLU units that
