@@ -50,6 +50,10 @@ ROWS = 8192
 (``bench/README.md``; the reducer pools the rows of several batches: ``reduce.SETTLE_ROWS``)."""
 DATA = 3 << 19  # float64 bucket numbers per batch (12 MB): wide histograms fill it first
 CHUNK = 16 << 20  # bytes read at a time
+LIMIT_SLACK = 1 << 16
+"""Bytes read past a range's limit at most at a refill (more only for a record that needs
+them): the record that straddles the limit, most often. A range that ends sooner than a
+chunk reads that much less (the head scan of a file cut in ranges: 4 MB, not 16)."""
 
 FRAMING_BYTES = HEADER_SIZE + FOOTER_SIZE  # a record's bytes around its payload
 
@@ -239,7 +243,8 @@ class RangeReader:
                 self.stopped_at = self.end = window.base + pos
                 return
             elif stop == shared.STOP_MORE and not window.eof and window.holds(pos, needed):
-                pos = window.fill(pos, max(CHUNK, needed))
+                window.chunk_size = _chunk_before(limit, window.base + pos)
+                pos = window.fill(pos, max(window.chunk_size, needed))
             else:  # damage, a record for the reference decoder, a length past the end, the end
                 self.take_tally()
                 items, pos = frame_at(window, pos)
@@ -372,6 +377,14 @@ class RangeReader:
             assumed=self.assumed,
             end=self.end,
         )
+
+
+def _chunk_before(limit: int, offset: int) -> int:
+    """Bytes to read at a refill from file offset ``offset``: :data:`CHUNK`, or less when the
+    range's ``limit`` (-1: none) comes sooner."""
+    if limit < 0:
+        return CHUNK
+    return max(LIMIT_SLACK, min(CHUNK, limit - offset + LIMIT_SLACK))
 
 
 def _unknown_tensor_tags(payload: bytes, decoder: EventDecoder) -> set[str]:
