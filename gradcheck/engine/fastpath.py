@@ -50,10 +50,7 @@ ROWS = 8192
 (``bench/README.md``; the reducer pools the rows of several batches: ``reduce.SETTLE_ROWS``)."""
 DATA = 3 << 19  # float64 bucket numbers per batch (12 MB): wide histograms fill it first
 CHUNK = 16 << 20  # bytes read at a time
-LIMIT_SLACK = 1 << 16
-"""Bytes read past a range's limit at most at a refill (more only for a record that needs
-them): the record that straddles the limit, most often. A range that ends sooner than a
-chunk reads that much less (the head scan of a file cut in ranges: 4 MB, not 16)."""
+LIMIT_SLACK = 1 << 16  # bytes read past a range's limit (the record across it, most often)
 
 FRAMING_BYTES = HEADER_SIZE + FOOTER_SIZE  # a record's bytes around its payload
 
@@ -243,7 +240,8 @@ class RangeReader:
                 self.stopped_at = self.end = window.base + pos
                 return
             elif stop == shared.STOP_MORE and not window.eof and window.holds(pos, needed):
-                window.chunk_size = _chunk_before(limit, window.base + pos)
+                ahead = CHUNK if limit < 0 else limit - window.base - pos + LIMIT_SLACK
+                window.chunk_size = max(LIMIT_SLACK, min(CHUNK, ahead))  # a short range: less
                 pos = window.fill(pos, max(window.chunk_size, needed))
             else:  # damage, a record for the reference decoder, a length past the end, the end
                 self.take_tally()
@@ -377,14 +375,6 @@ class RangeReader:
             assumed=self.assumed,
             end=self.end,
         )
-
-
-def _chunk_before(limit: int, offset: int) -> int:
-    """Bytes to read at a refill from file offset ``offset``: :data:`CHUNK`, or less when the
-    range's ``limit`` (-1: none) comes sooner."""
-    if limit < 0:
-        return CHUNK
-    return max(LIMIT_SLACK, min(CHUNK, limit - offset + LIMIT_SLACK))
 
 
 def _unknown_tensor_tags(payload: bytes, decoder: EventDecoder) -> set[str]:
