@@ -18,7 +18,7 @@ from gradcheck.cli import cli
 from gradcheck.model import LOSS_ROW, LayerResult, RunReport
 from gradcheck.pipeline import analyze
 from gradcheck.verdicts.gate import DEFAULT_FAIL_ON, parse_fail_on
-from tests.scripts import load_script
+from tests.support.scripts import load_script
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")

@@ -15,8 +15,8 @@ from gradcheck.errors import InputError
 from gradcheck.export import table
 from gradcheck.model import STAT_NAMES, FileInfo, HistogramRecord, ScalarRecord
 from gradcheck.series.stats import histogram_stats
-from tests import eventfiles as ef
-from tests.fresh_interpreter import frameworks_imported_by
+from tests.support import eventfiles as ef
+from tests.support.fresh_interpreter import frameworks_imported_by
 
 WRITERS = Path(__file__).resolve().parent / "data" / "writers"
 

@@ -16,7 +16,7 @@ from gradcheck import cli  # noqa: E402
 from gradcheck.model import RunReport  # noqa: E402
 from gradcheck.pipeline import analyze  # noqa: E402
 from gradcheck.verdicts import hints  # noqa: E402
-from tests.scripts import load_script  # noqa: E402
+from tests.support.scripts import load_script  # noqa: E402
 
 pytestmark = pytest.mark.slow
 RUNS = load_script("time_runs_torch")

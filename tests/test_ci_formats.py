@@ -20,7 +20,9 @@ from gradcheck.report.junit import JunitFormatter
 from gradcheck.status import ExitStatus
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.gate import parse_fail_on
-from tests.handmade import (
+from tests.support.cli import invoke
+from tests.support.golden import check_golden
+from tests.support.handmade import (
     HOSTILE_RUN,
     HOSTILE_TAG,
     healthy_run,
@@ -28,9 +30,7 @@ from tests.handmade import (
     layer,
     sample_report,
 )
-from tests.synthetic_runs import NAN_FROM, PARAMETERS
-from tests.test_cli import invoke
-from tests.test_formats import check_golden
+from tests.support.synthetic_runs import NAN_FROM, PARAMETERS
 
 COMMAND = re.compile(r"^::(error|warning|notice)( [^:]*)?::(.*)$")
 
@@ -225,7 +225,7 @@ def test_junit_fail_on_any_fails_every_finding() -> None:
 def test_junit_skips_what_could_not_be_judged() -> None:
     from dataclasses import replace
 
-    from tests.handmade import clean_report, layer
+    from tests.support.handmade import clean_report, layer
 
     once = layer("w", "ok", stats={"weight_steps": 1, "grad_steps": 1})
     twice = layer("v", "ok", stats={"weight_steps": 2})
@@ -316,7 +316,7 @@ def test_failing_run_lines_cannot_drive_the_terminal(logs: Path, tmp_path: Path)
 def test_ci_formats_say_what_a_run_leaves_unjudged() -> None:
     from dataclasses import replace
 
-    from tests.handmade import clean_report
+    from tests.support.handmade import clean_report
 
     healthy = clean_report().runs[0]
     partial = replace(healthy, notes=("no gradient was logged: vanishing cannot be judged",))

@@ -1,8 +1,8 @@
 """The ``gradcheck`` command through click's CliRunner: every exit status, every format, bad input.
 
 Runs are real event files written with tensorboard's pure-Python record writer (see
-``tests/eventfiles.py``): a healthy run, and a run whose gradients grow tenfold every two steps
-until they are NaN (written the way PyTorch writes a non-finite tensor).
+``tests/support/eventfiles.py``): a healthy run, and a run whose gradients grow tenfold every
+two steps until they are NaN (written the way PyTorch writes a non-finite tensor).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner, Result
 
 from gradcheck import __version__, cli
 from gradcheck.errors import ConfigError
@@ -25,35 +24,17 @@ from gradcheck.events.steps import StepWindow
 from gradcheck.report.interface import Env
 from gradcheck.status import ExitStatus
 from gradcheck.verdicts.gate import failing_layers, parse_fail_on
-from tests import eventfiles as ef
-from tests.fresh_interpreter import MODULES_LINE, frameworks_imported_by, modules_imported_by
-from tests.handmade import clean_report, sample_report
-from tests.synthetic_runs import BLOW_UP, NAN_FROM, PARAMETERS, STEPS
+from tests.support import eventfiles as ef
+from tests.support.cli import assert_one_line_error, invoke
+from tests.support.fresh_interpreter import (
+    MODULES_LINE,
+    frameworks_imported_by,
+    modules_imported_by,
+)
+from tests.support.handmade import clean_report, sample_report
+from tests.support.synthetic_runs import BLOW_UP, NAN_FROM, PARAMETERS, STEPS
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def invoke(*args: str, env: Env | None = None, **environ: str) -> Result:
-    """Run ``gradcheck args...`` in-process, stdout and stderr kept apart."""
-    return CliRunner().invoke(
-        cli.cli,
-        list(args),
-        prog_name="gradcheck",
-        obj=env,
-        env=environ or None,
-        catch_exceptions=False,
-    )
-
-
-def assert_one_line_error(result: Result, *fragments: str) -> None:
-    """Exit status 2, nothing on stdout, one ``gradcheck: error:`` line naming ``fragments``."""
-    assert result.exit_code == ExitStatus.INPUT_ERROR, result.output
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("gradcheck: error: ")
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 # --- exit statuses on real files --------------------------------------------------------------

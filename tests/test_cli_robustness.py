@@ -27,9 +27,10 @@ from gradcheck.report.inspect_table import inspect_table
 from gradcheck.report.interface import Env
 from gradcheck.status import ExitStatus
 from gradcheck.verdicts.config import MAX_CONFIG_BYTES
-from tests import eventfiles as ef
-from tests.synthetic_runs import write_run
-from tests.test_cli import REPO, assert_one_line_error, invoke
+from tests.support import eventfiles as ef
+from tests.support.cli import assert_one_line_error, invoke
+from tests.support.paths import REPO
+from tests.support.synthetic_runs import write_run
 
 SAMPLE_RUN = REPO / "sample_runs" / "torch_exploding_nan"
 

@@ -24,7 +24,7 @@ from gradcheck.model import RunReport  # noqa: E402
 from gradcheck.pipeline import analyze  # noqa: E402
 from gradcheck.report.interface import Env  # noqa: E402
 from gradcheck.report.numbers import format_number  # noqa: E402
-from tests.scripts import load_script  # noqa: E402
+from tests.support.scripts import load_script  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

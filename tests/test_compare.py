@@ -333,7 +333,7 @@ def _golden_comparison() -> Comparison:
     [("comparison.table.txt", "table"), ("comparison.md", "markdown"), ("comparison.json", "json")],
 )
 def test_golden_comparison(name: str, format_name: str) -> None:
-    from tests.test_formats import check_golden
+    from tests.support.golden import check_golden
 
     formatter = comparison_formatter_for(format_name, FormatOptions(env=Env(width=80)))
     check_golden(name, formatter.format(_golden_comparison()))

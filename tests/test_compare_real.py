@@ -22,7 +22,7 @@ from gradcheck import cli  # noqa: E402
 from gradcheck.report.interface import Env  # noqa: E402
 from gradcheck.status import ExitStatus  # noqa: E402
 from gradcheck.verdicts.numeric import median  # noqa: E402
-from tests.scripts import load_script  # noqa: E402
+from tests.support.scripts import load_script  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from gradcheck.events.framing import Frame, iter_frames
 from gradcheck.events.reader import read_file
 from gradcheck.model import Damage, FileInfo, ScalarRecord
-from tests import eventfiles as ef
+from tests.support import eventfiles as ef
 
 payload_lists = st.lists(st.binary(min_size=0, max_size=300), min_size=1, max_size=12)
 chunk_sizes = st.sampled_from([1, 5, 16, 64, 1 << 16])

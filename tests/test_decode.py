@@ -10,7 +10,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, types_pb2
 
 from gradcheck.events.decode import Decoded, EventDecoder, UndecodableEvent, tensor_values
 from gradcheck.model import Damage, HistogramRecord, ScalarRecord
-from tests import eventfiles as ef
+from tests.support import eventfiles as ef
 
 
 def decode(*events: event_pb2.Event) -> list[Decoded]:

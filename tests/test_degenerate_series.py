@@ -20,7 +20,7 @@ from gradcheck.report import formatter_for
 from gradcheck.series.reduce import reduce_records
 from gradcheck.verdicts.detect import analyze_run
 from gradcheck.verdicts.rules.slow import orders
-from tests.histograms import tf2_buckets, torch_proto
+from tests.support.histograms import tf2_buckets, torch_proto
 
 RUN = "runs/degenerate"
 SIZE = 12

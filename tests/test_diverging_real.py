@@ -20,7 +20,7 @@ from gradcheck import cli
 from gradcheck.model import LOSS_ROW, RunReport
 from gradcheck.pipeline import analyze
 from gradcheck.verdicts import hints
-from tests.scripts import load_script
+from tests.support.scripts import load_script
 
 pytestmark = pytest.mark.slow
 

@@ -195,7 +195,7 @@ def test_readme_commands_work_as_written(tmp_path: Path) -> None:
 
 def test_readme_helper_snippets_are_the_tested_ones() -> None:
     """The README's helper snippets are blocks of the docs' guide, which the helper tests run
-    with TensorFlow and torch (tests/readback.py)."""
+    with TensorFlow and torch (tests/support/readback.py)."""
     guide = text(DOCS / "guides" / "better-logs.md")
     snippets = re.findall(r"^```python3\n(.*?)^```$", text(README), re.S | re.M)
     assert len(snippets) == 2

@@ -19,7 +19,7 @@ from gradcheck.report.escape import (
     markdown_text,
     terminal,
 )
-from tests.handmade import sample_report
+from tests.support.handmade import sample_report
 
 RENDERER = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 # Markdown's own characters, controls and bidi often, any other character sometimes

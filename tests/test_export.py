@@ -2,10 +2,10 @@
 
 The numbers are checked against tbparse's frames of the same files (real writers' files in
 ``tests/data/writers``: Keras, PyTorch, tensorboardX, TF2), against ``gradcheck.read`` for the
-other log formats (the real libraries' logs of ``tests/library_runs.py``), and between the three
-formats, bit for bit; NaN and infinities from a real PyTorch run stay what they were; names from
-the logs stay data (exact in parquet and JSON Lines, formula-guarded in CSV); the export holds
-one chunk at a time.
+other log formats (the real libraries' logs of ``tests/support/library_runs.py``), and between the
+three formats, bit for bit; NaN and infinities from a real PyTorch run stay what they were;
+names from the logs stay data (exact in parquet and JSON Lines, formula-guarded in CSV); the
+export holds one chunk at a time.
 """
 
 from __future__ import annotations
@@ -35,13 +35,14 @@ from gradcheck.model import HistogramRecord, ScalarRecord
 from gradcheck.report.escape import FORMULA_STARTS, csv_text
 from gradcheck.report.interface import Env
 from gradcheck.status import ExitStatus
-from tests import eventfiles as ef
-from tests.library_runs import FORMATS as SOURCE_FORMATS
-from tests.library_runs import LibraryLogs, run_path, the_run
-from tests.test_hostile_names import HOSTILE_PARAMETERS
+from tests.support import eventfiles as ef
+from tests.support.library_runs import FORMATS as SOURCE_FORMATS
+from tests.support.library_runs import LibraryLogs, run_path, the_run
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tbparse  # noqa: E402  (a dev dependency: a failing import must not turn into a skip)
+
+from tests.support.hostile import HOSTILE_PARAMETERS
 
 pytestmark = pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside tbparse
 

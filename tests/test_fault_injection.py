@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from gradcheck.engine import fastpath
 from gradcheck.events.framing import Frame, iter_frames
 from gradcheck.status import ExitStatus
-from tests import eventfiles as ef
-from tests.test_fastpath import check_file
-from tests.test_framing import header_claiming
+from tests.support import eventfiles as ef
+from tests.support.eventfiles import header_claiming
+from tests.support.twins import check_file
 
 REPO = Path(__file__).resolve().parents[1]
 CUT = 1 << 20  # bytes left after the truncation

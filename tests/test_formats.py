@@ -10,7 +10,6 @@ import csv
 import io
 import json
 import math
-import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +28,8 @@ from gradcheck.report.numbers import format_number, format_ratio, format_steps
 from gradcheck.report.sparkline import BLOCKS, resample, sparkline
 from gradcheck.report.table import TableFormatter
 from gradcheck.report.view import notes_for, select_layers
-from tests.handmade import (
+from tests.support.golden import check_golden
+from tests.support.handmade import (
     clean_report,
     healthy_run,
     layer,
@@ -40,18 +40,6 @@ from tests.handmade import (
 
 GOLDEN = Path(__file__).parent / "golden"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def check_golden(name: str, text: str) -> None:
-    """Compare ``text`` with ``tests/golden/<name>`` (rewrite it when asked to)."""
-    path = GOLDEN / name
-    if os.environ.get("GRADCHECK_UPDATE_GOLDEN"):
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    assert text == path.read_text(encoding="utf-8"), (
-        f"{path} differs; if the new output is intended, rewrite it with "
-        "GRADCHECK_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_formats.py"
-    )
 
 
 # --- the registry -----------------------------------------------------------------------------

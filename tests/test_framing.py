@@ -12,7 +12,7 @@ from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c a
 
 from gradcheck.events import framing
 from gradcheck.events.framing import Frame, FrameDamage, iter_frames, masked_crc32c
-from tests.eventfiles import frame, record_offsets
+from tests.support.eventfiles import frame, header_claiming, record_offsets
 
 PAYLOADS = [b"first payload", b"", b"x" * 1000, bytes(range(256)) * 3, b"last"]
 
@@ -142,12 +142,6 @@ def test_implausible_length_with_valid_crc_is_resynced_not_allocated() -> None:
     items = frames_of(header + data)
     assert good(items) == PAYLOADS
     assert [(d.kind, d.lost_bytes) for d in damages(items)] == [("bad_length", 12)]
-
-
-def header_claiming(length: int) -> bytes:
-    """A record header whose length CRC verifies, claiming ``length`` payload bytes."""
-    packed = struct.pack("<Q", length)
-    return packed + struct.pack("<I", masked_crc32c(packed))
 
 
 @pytest.mark.parametrize("claimed", [10**6, (1 << 31) - 1, 1 << 31, (1 << 31) + 1, 1 << 62])

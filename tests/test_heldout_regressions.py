@@ -11,7 +11,7 @@ import pytest
 
 from gradcheck.pipeline import analyze as run_analyze
 from gradcheck.verdicts import hints
-from tests.test_detect import (
+from tests.support.scenarios import (
     Values,
     analyze,
     constant,

@@ -26,32 +26,18 @@ from gradcheck.report import github
 from gradcheck.report.escape import FORMULA_STARTS, terminal_lines
 from gradcheck.report.interface import Env
 from gradcheck.status import ExitStatus
-from tests import eventfiles as ef
-
-HOSTILE_PARAMETERS = (
-    "clear\x1b[2J\x1b[Hscreen",  # CSI: clear the screen, cursor home
-    "osc\x1b]8;;https://evil.example\x07link\x1b]8;;\x07",  # OSC 8 hyperlink
-    "title\x1b]0;owned\x1b\\",  # OSC window title, ST-terminated
-    "bidi\u202eevil\u2066iso\u2069",  # right-to-left override, isolates
-    "c1\x9b31mcsi\x85nel\x7fdel",  # C1 CSI, NEL, DEL
-    "zero\u200bwidth\ufeffbom",  # invisible format characters
-    "new\nline\r\n## All gradients healthy",  # a fake heading on a line of its own
-    "tick`code``span|pipe",
-    "<img src=x onerror=alert(1)>",
-    "[link](https://evil.example) ![image](x.png) **bold** _em_ ~~strike~~ $x$",
-    "[bold red]markup[/bold red]",
-    '=HYPERLINK("https://evil.example","click")',
-    "+1+2",
-    "-2+3",
-    "@SUM(A1:A9)",
-    "\tleading tab",
-    "\rleading return",
+from tests.support import eventfiles as ef
+from tests.support.hostile import (
+    BIDI_AND_FORMAT,
+    HOSTILE_PARAMETERS,
+    assert_terminal_safe,
+    rendered_markdown,
 )
+
 HOSTILE_RUN = "run\x1b[31m\u202e<b>|`x`"
 HOSTILE_WRITER = "writer\x1b]0;owned\x07<script>"
 COLLIDING = "collide\x1b[1A<i>"  # written twice at a step with two sizes: a warning quotes it
 STEPS = 6
-BIDI_AND_FORMAT = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
 def _weights(tag: str, values: np.ndarray) -> object:
@@ -101,12 +87,6 @@ def escaped(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def assert_terminal_safe(text: str) -> None:
-    """Nothing a terminal would act on: no control character but line ends, no bidi."""
-    assert all(c.isprintable() for line in text.split("\n") for c in line), repr(text)
-    assert not BIDI_AND_FORMAT.search(text)
-
-
 def check_table(text: str, logs: Path) -> None:
     assert_terminal_safe(text)
     for name in (*HOSTILE_PARAMETERS, HOSTILE_RUN, HOSTILE_WRITER):
@@ -115,14 +95,6 @@ def check_table(text: str, logs: Path) -> None:
     assert "[bold red]markup[/bold red]" in text  # rich markup left as text
     assert "\\x1b[2J" in text and "\\u202e" in text and "\\x9b" in text
     assert re.search(r"^\s*! .*collide\\x1b\[1A<i>", text, re.M)  # the warning quoting it
-
-
-def rendered_markdown(text: str) -> str:
-    """HTML as GitHub would render ``text``: CommonMark with raw HTML, tables, strikethrough."""
-    from markdown_it import MarkdownIt
-
-    renderer = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
-    return renderer.render(text)
 
 
 def check_markdown(text: str, logs: Path) -> None:

@@ -16,9 +16,9 @@ from gradcheck.model import Comparison, Report, RunReport
 from gradcheck.report.compare_html import ComparisonHtmlFormatter
 from gradcheck.report.html import HtmlFormatter, escape
 from gradcheck.report.layers import layer_view
-from tests import browser
-from tests.handmade import HOSTILE_RUN, hostile_report, sample_report, spiky_report
-from tests.test_formats import check_golden
+from tests.support import browser
+from tests.support.golden import check_golden
+from tests.support.handmade import HOSTILE_RUN, hostile_report, sample_report, spiky_report
 
 plotly = pytest.importorskip("plotly")
 from gradcheck.report import html_charts  # noqa: E402 - needs plotly
@@ -113,7 +113,7 @@ def many_nan_parameters() -> RunReport:
     """Twelve NaN parameters in six layers, all from step 24: one group, one chart."""
     from dataclasses import replace
 
-    from tests.handmade import layer, rising_then_nan
+    from tests.support.handmade import layer, rising_then_nan
 
     layers = tuple(
         layer(
@@ -158,7 +158,7 @@ def test_finding_chart_marks_thresholds_onset_and_nonfinite_steps() -> None:
 def test_finding_chart_puts_the_update_size_under_the_norm() -> None:
     from dataclasses import replace
 
-    from tests.handmade import step_series
+    from tests.support.handmade import step_series
 
     layer = sample_report().runs[0].layers[1]
     update = step_series("weight norm change per step (relative)", (0.0, 0.0, 0.0, 1e-3))
@@ -194,7 +194,7 @@ def test_heatmap_has_a_column_per_logged_step_and_marks_nan_and_zero_cells() -> 
 def test_heatmap_combines_a_layers_parameters_and_groups_long_logs_into_runs_of_steps() -> None:
     from dataclasses import replace
 
-    from tests.handmade import step_series
+    from tests.support.handmade import step_series
 
     run = sample_report().runs[0]
     steps = 3 * html_charts.MAX_COLUMNS

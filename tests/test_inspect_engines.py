@@ -19,9 +19,10 @@ from gradcheck.events.discover import discover
 from gradcheck.events.reader import read_run
 from gradcheck.inspect import InspectReport, inspect_paths, inspect_records
 from gradcheck.report.inspect_view import inspect_json
-from tests import eventfiles as ef
-from tests.test_fastpath import (
-    CORPUS,
+from tests.support import eventfiles as ef
+from tests.support.eventfiles import keras3_step
+from tests.support.paths import CORPUS
+from tests.support.twins import (
     DATA,
     EDGE_CASES,
     PAYLOADS,
@@ -30,7 +31,6 @@ from tests.test_fastpath import (
     odd_values,
     tf2_steps,
 )
-from tests.test_reader import keras3_step
 
 pytestmark = pytest.mark.skipif(
     not fastpath.available(), reason="the C engine is not built, or GRADCHECK_NO_EXT=1"

@@ -24,7 +24,7 @@ from gradcheck.keras import (  # noqa: E402
     log_step,
     variable_path,
 )
-from tests.readback import bucket_total, read_logs, readme_helper_examples  # noqa: E402
+from tests.support.readback import bucket_total, read_logs, readme_helper_examples  # noqa: E402
 
 keras = tf.keras
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ from gradcheck.verdicts import clipping, hints
 from gradcheck.verdicts.clipping import steps_for_percentile
 from gradcheck.verdicts.config import DEFAULT_CONFIG
 from gradcheck.verdicts.rules import slow
-from tests.handmade import healthy_run, layer, troubled_run
+from tests.support.handmade import healthy_run, layer, troubled_run
 
 
 def run_of(*layers: object) -> RunReport:
@@ -258,7 +258,7 @@ def test_width_option_and_columns_reach_the_table(monkeypatch: pytest.MonkeyPatc
     from click.testing import CliRunner
 
     from gradcheck import cli
-    from tests.handmade import sample_report
+    from tests.support.handmade import sample_report
 
     monkeypatch.setattr("gradcheck.pipeline.analyze", lambda *args, **kwargs: sample_report())
     for args, environ in ((["--width", "60"], {}), ([], {"COLUMNS": "60"})):

@@ -25,8 +25,8 @@ from gradcheck.series.reduce import reduce_records
 from gradcheck.tags import TagRules
 from gradcheck.verdicts.config import DEFAULT_CONFIG
 from gradcheck.verdicts.detect import analyze_run
-from tests import eventfiles as ef
-from tests.synthetic_runs import BLOW_UP, NAN_FROM, PARAMETERS, STEPS, write_run
+from tests.support import eventfiles as ef
+from tests.support.synthetic_runs import BLOW_UP, NAN_FROM, PARAMETERS, STEPS, write_run
 
 RULES = TagRules.from_patterns(None, None)
 

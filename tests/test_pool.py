@@ -17,8 +17,8 @@ import pytest
 from gradcheck.engine import pool, ranges, read
 from gradcheck.engine.parts import reduce_file, reduce_file_reference
 from gradcheck.events.steps import StepWindow
-from tests import eventfiles as ef
-from tests.test_fastpath import assert_same, tf2_steps
+from tests.support import eventfiles as ef
+from tests.support.twins import assert_same, tf2_steps
 
 PARENT = os.getpid()
 

@@ -11,8 +11,9 @@ from gradcheck.errors import InputError
 from gradcheck.events.discover import discover
 from gradcheck.events.reader import read_file, read_run, series_name
 from gradcheck.model import Damage, FileInfo, HistogramRecord, Notice, Run, ScalarRecord
-from tests import eventfiles as ef
-from tests.fresh_interpreter import frameworks_imported_by
+from tests.support import eventfiles as ef
+from tests.support.eventfiles import keras3_step
+from tests.support.fresh_interpreter import frameworks_imported_by
 
 # ---------------------------------------------------------------------------------- discover
 
@@ -85,22 +86,6 @@ def test_records_then_file_info_with_counts(tmp_path: Path) -> None:
     assert isinstance(acc, ScalarRecord) and acc.value == 0.5
     assert info == FileInfo(
         "myrun", str(path), path.stat().st_size, 4, 4, "tensorflow (TF2 summary ops)"
-    )
-
-
-def keras3_step(step: int) -> object:
-    rng = np.random.default_rng(step)
-    kernels = [rng.normal(size=n) for n in (50, 5000, 5500)]
-    return ef.summary_event(
-        step,
-        [
-            ef.tensor_histogram("kernel/histogram", ef.tf2_buckets(k), first=step == 0)
-            for k in kernels
-        ]
-        + [
-            ef.tensor_histogram("bias/histogram", ef.tf2_buckets(k[:5]), first=step == 0)
-            for k in kernels
-        ],
     )
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from readback import Logs, read_logs
+
+from tests.support.readback import Logs, read_logs
 
 RUNS15 = Path(__file__).resolve().parent / "data" / "runs15"
 COLUMNS = ("run", "parameter", "expect", "step", "tags", "why")

@@ -14,7 +14,7 @@ import pytest
 from gradcheck.model import LayerResult
 from gradcheck.pipeline import analyze
 from gradcheck.series.stats import histogram_stats
-from tests.readback import Logs, bucket_total, read_logs
+from tests.support.readback import Logs, bucket_total, read_logs
 
 SAMPLE_RUNS = Path(__file__).resolve().parents[1] / "sample_runs"
 RUN_NAMES = (

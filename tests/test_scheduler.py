@@ -21,7 +21,7 @@ from gradcheck.engine import cluster
 from gradcheck.engine.pool import default_jobs
 from gradcheck.errors import ConfigError, InputError
 from gradcheck.model import Report
-from tests.synthetic_runs import write_run
+from tests.support.synthetic_runs import write_run
 
 distributed = pytest.importorskip("distributed")
 

@@ -13,40 +13,15 @@ from gradcheck.model import (
     STAT_NAMES,
     Damage,
     FileInfo,
-    HistogramRecord,
     Notice,
     Record,
     RunData,
-    ScalarRecord,
 )
 from gradcheck.series.merge import merge
 from gradcheck.series.reduce import BATCH_SIZE, reduce_records
 from gradcheck.series.stats import histogram_stats
-from tests.histograms import Buckets, tf2_buckets, torch_proto
-
-RUN = "runs/a"
-
-
-def histogram(tag: str, step: int, buckets: Buckets, *, index: int = 0, file: str = "f1") -> Record:
-    encoding = "histo" if buckets.num is not None else "tensor"
-    return HistogramRecord(
-        run=RUN,
-        file=file,
-        offset=0,
-        tag=tag,
-        index=index,
-        step=step,
-        wall_time=1000.0 + step,
-        encoding=encoding,
-        left=buckets.left,
-        right=buckets.right,
-        counts=buckets.counts,
-        **buckets.fields(),
-    )
-
-
-def scalar(tag: str, step: int, value: float, file: str = "f1") -> Record:
-    return ScalarRecord(RUN, file, 0, tag, step, 1000.0 + step, "tensor", value)
+from tests.support.histograms import Buckets, tf2_buckets, torch_proto
+from tests.support.records import RUN, histogram, scalar
 
 
 def values_at(step: int, scale: float = 1.0, size: int = 300) -> np.ndarray:

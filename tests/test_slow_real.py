@@ -20,7 +20,7 @@ pytest.importorskip("tensorflow")
 
 from gradcheck.model import RunReport  # noqa: E402
 from gradcheck.pipeline import analyze  # noqa: E402
-from tests.scripts import load_script  # noqa: E402
+from tests.support.scripts import load_script  # noqa: E402
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]

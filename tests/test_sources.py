@@ -16,9 +16,9 @@ from gradcheck.events.wire import message_fields
 from gradcheck.model import Damage, FileInfo, HistogramRecord, Run, ScalarRecord
 from gradcheck.pipeline import analyze
 from gradcheck.series.reduce import reduce_records
-from tests import eventfiles as ef
-from tests import source_files as sf
-from tests.as_event_file import write_as_event_file
+from tests.support import eventfiles as ef
+from tests.support import source_files as sf
+from tests.support.as_event_file import write_as_event_file
 
 
 def scalars(run: Run) -> dict[str, list[tuple[int, float]]]:

@@ -1,11 +1,11 @@
-"""Logs written by the real libraries (``tests/library_logs.py``): HF Trainer, Lightning's
+"""Logs written by the real libraries (``tests/support/library_logs.py``): HF Trainer, Lightning's
 CSVLogger, MLflow's file and SQLite stores, W&B offline runs, each healthy, exploding, NaN
 and vanishing. The verdicts and their onsets, and the same verdicts for an event file holding
-the same numbers (``tests/as_event_file.py``), exit codes included.
+the same numbers (``tests/support/as_event_file.py``), exit codes included.
 
 The libraries write their logs once per session, in three processes side by side (HF;
-Lightning with its CSV and MLflow loggers; W&B), a few seconds each (``tests/library_runs.py``,
-the ``library_logs`` fixture).
+Lightning with its CSV and MLflow loggers; W&B), a few seconds each
+(``tests/support/library_runs.py``, the ``library_logs`` fixture).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from gradcheck.cli import cli
 from gradcheck.events.reader import read_run
 from gradcheck.model import GLOBAL_NORM_ROW, RunReport
 from gradcheck.pipeline import analyze
-from tests.as_event_file import write_as_event_file
-from tests.library_logs import KINDS, NAN_STEP
-from tests.library_runs import FORMATS, LibraryLogs, run_path, the_run
+from tests.support.as_event_file import write_as_event_file
+from tests.support.library_logs import KINDS, NAN_STEP
+from tests.support.library_runs import FORMATS, LibraryLogs, run_path, the_run
 
 
 def report_of(logs: LibraryLogs, source: str, kind: str) -> RunReport:

@@ -15,7 +15,7 @@ from gradcheck.cli import cli
 from gradcheck.model import RunReport
 from gradcheck.pipeline import analyze
 from gradcheck.report.view import spikes_line
-from tests.scripts import load_script
+from tests.support.scripts import load_script
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fresh_interpreter import MODULES_LINE, modules_imported_by
+from tests.support.fresh_interpreter import MODULES_LINE, modules_imported_by
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_RUN = REPO / "sample_runs" / "torch_clipped"

@@ -19,7 +19,7 @@ from gradcheck.series.stats import (
     histogram_stats_batch,
     wasserstein_from_quantiles,
 )
-from tests.histograms import Buckets, tf2_buckets, torch_proto
+from tests.support.histograms import Buckets, tf2_buckets, torch_proto
 
 NO_EXTENSION = "the C engine is not built, or GRADCHECK_NO_EXT=1"
 

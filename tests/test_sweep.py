@@ -33,11 +33,11 @@ from gradcheck.series.reduce import reduce_records
 from gradcheck.status import ExitStatus
 from gradcheck.verdicts.run_names import name_components, name_hparams
 from gradcheck.verdicts.sweep import AUTO_HPARAM_RUNS, looks_like_sweep, relations_of, summarize
-from tests import eventfiles as ef
-from tests.test_docs import ROOT
-from tests.test_hostile_names import assert_terminal_safe, rendered_markdown
+from tests.support import eventfiles as ef
+from tests.support.hostile import assert_terminal_safe, rendered_markdown
+from tests.support.paths import REPO
 
-SWEEP = ROOT / "tests" / "data" / "sweep"
+SWEEP = REPO / "tests" / "data" / "sweep"
 LEARNING_RATES = (0.001, 0.003, 0.01, 0.03, 0.1, 0.2, 0.4, 0.6, 1.0, 2.0)
 
 
@@ -59,7 +59,8 @@ def test_the_json_report_of_a_sweep_is_made_a_run_at_a_time(sweep_report: Report
 
 def session_start(values: dict[str, object]) -> list[object]:
     """The HParams plugin's ``session_start_info`` values as tensorboardX writes them (what
-    ``SummaryWriter.add_hparams`` logs), as tensorboard protobufs for ``tests.eventfiles``."""
+    ``SummaryWriter.add_hparams`` logs), as tensorboard protobufs for
+    ``tests.support.eventfiles``."""
     from tensorboard.compat.proto import summary_pb2
     from tensorboardX.summary import hparams
 
@@ -261,10 +262,10 @@ def test_run_names_are_read_below_the_shared_directory() -> None:
 
 def test_unrelated_runs_keep_their_report() -> None:
     """``sample_runs``' 7 examples carry no hyperparameter: no view, the JSON as before."""
-    result = invoke("analyze", str(ROOT / "sample_runs"), "--format", "json")
+    result = invoke("analyze", str(REPO / "sample_runs"), "--format", "json")
     assert result.exit_code == ExitStatus.FINDINGS
     assert "sweep" not in json.loads(result.stdout)
-    forced = json.loads(invoke("analyze", str(ROOT / "sample_runs"), "--sweep", "--format",
+    forced = json.loads(invoke("analyze", str(REPO / "sample_runs"), "--sweep", "--format",
                                "json").stdout)  # fmt: skip
     assert forced["sweep"]["runs"] == 7 and forced["sweep"]["hparams"] == {}
     assert [key for key in forced] == ["schema", "gradcheck", "warnings", "sweep", "runs"]

@@ -24,9 +24,9 @@ from gradcheck.series.merge import merge
 from gradcheck.series.reduce import reduce_records
 from gradcheck.tags import TagRules
 from gradcheck.verdicts.config import DEFAULT_CONFIG
-from tests import eventfiles as ef
-from tests.histograms import tf2_buckets
-from tests.test_series import histogram, scalar
+from tests.support import eventfiles as ef
+from tests.support.histograms import tf2_buckets
+from tests.support.records import histogram, scalar
 
 RUN = "runs/a"
 

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from gradcheck.errors import InputError  # noqa: E402
 from gradcheck.torch import log_gradients  # noqa: E402
-from tests.readback import bucket_total, read_logs, readme_helper_examples  # noqa: E402
+from tests.support.readback import bucket_total, read_logs, readme_helper_examples  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """``gradcheck.hf`` and ``gradcheck.lightning``: what the callbacks log, through every logger
 the trainer has, is judged per parameter by ``gradcheck analyze``.
 
-The trainings are ``tests/callback_logs.py`` (a tiny GPT-2 under the HF Trainer reporting to
+The trainings are ``tests/support/callback_logs.py`` (a tiny GPT-2 under the HF Trainer reporting to
 TensorBoard, W&B and MLflow, with its ``trainer_state.json``; a small MLP under Lightning with
 TensorBoard, CSV, MLflow and W&B loggers), run once per session in two processes: a healthy
 run, a broken one (SGD at a learning rate far too high: exploding, then NaN), and the same
@@ -24,7 +24,7 @@ from gradcheck.events.reader import read_run
 from gradcheck.model import HistogramRecord, RunReport, ScalarRecord
 from gradcheck.pipeline import analyze
 from gradcheck.status import ExitStatus
-from tests.library_runs import WriterProcesses
+from tests.support.library_runs import WriterProcesses
 
 pytestmark = pytest.mark.slow
 
@@ -136,7 +136,8 @@ def test_hf_reads_fp16_gradients_unscaled_as_the_grad_scaler_does(
     callback_logs: WriterProcesses,
 ) -> None:
     """Bit for bit, with a scale that is no power of two (``unscaled_as_the_scaler_does`` in
-    ``tests/callback_logs.py``: the Trainer's fp16 needs a GPU, the scaler's arithmetic not)."""
+    ``tests/support/callback_logs.py``: the Trainer's fp16 needs a GPU, the scaler's arithmetic
+    not)."""
     assert facts(callback_logs, "hf")["unscaled"] is True
 
 

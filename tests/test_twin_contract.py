@@ -19,7 +19,7 @@ from gradcheck.inspect import inspect_paths, inspect_records
 from gradcheck.model import COLUMN, STAT_NAMES
 from gradcheck.native import shared
 from gradcheck.series import batch, stats
-from tests import eventfiles as ef
+from tests.support import eventfiles as ef
 
 # --------------------------------------------------------------------------------------------
 # Shared numbers: _scan.SHARED (the C side's enums and macros) against their Python definition

@@ -19,7 +19,7 @@ from gradcheck.model import HistogramRecord, Record, ScalarRecord
 from gradcheck.series.reduce import reduce_records
 from gradcheck.tags import TagRules
 from gradcheck.verdicts.detect import analyze_run
-from tests.histograms import torch_proto
+from tests.support.histograms import torch_proto
 
 RUN = "runs/cost"
 SMALL, LARGE = 50, 400

@@ -39,9 +39,10 @@ from gradcheck.status import ExitStatus
 from gradcheck.tags import DEFAULT_RULES
 from gradcheck.verdicts.config import DEFAULT_CONFIG
 from gradcheck.watch import Watcher
-from tests import eventfiles as ef
-from tests.synthetic_runs import nan_histo
-from tests.test_cli import REPO, invoke
+from tests.support import eventfiles as ef
+from tests.support.cli import invoke
+from tests.support.paths import REPO
+from tests.support.synthetic_runs import nan_histo
 
 SAMPLES = REPO / "sample_runs"
 GROWN = ["torch_exploding_nan", "tf_loop_exploding_nan", "keras_healthy_callback", "torch_frozen"]

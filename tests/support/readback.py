@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from gradcheck.model import HistogramRecord, ScalarRecord
+from tests.support.paths import REPO
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def bucket_total(record: HistogramRecord) -> float:
     return float(np.sum(record.counts))
 
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "better-logs.md"
+GUIDE = REPO / "docs" / "guides" / "better-logs.md"
 """The documentation's guide to the helpers (the README's snippets are blocks of it)."""
 
 

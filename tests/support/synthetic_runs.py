@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from tensorboard.compat.proto import summary_pb2
 
-from tests import eventfiles as ef
+from tests.support import eventfiles as ef
 
 PARAMETERS = {"fc1.weight": (64, 32), "fc1.bias": (64,), "fc2.weight": (10, 64)}
 STEPS = 40

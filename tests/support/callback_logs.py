@@ -1,7 +1,7 @@
 """Trainings with gradcheck's trainer callbacks, for ``test_trainer_callbacks.py``.
 
-Run as ``python tests/callback_logs.py TRAINER OUT`` (one process per trainer, as
-``tests/library_logs.py``). ``hf``: a tiny GPT-2 built from a config, trained by the HF
+Run as ``python tests/support/callback_logs.py TRAINER OUT`` (one process per trainer, as
+``tests/support/library_logs.py``). ``hf``: a tiny GPT-2 built from a config, trained by the HF
 Trainer with ``gradcheck.hf.GradientLogger`` reporting to TensorBoard, W&B (offline) and MLflow
 (file store) and saving ``trainer_state.json``; ``lightning``: a small MLP trained by Lightning
 with ``gradcheck.lightning.GradientLogger`` and TensorBoard, CSV, MLflow and W&B loggers. Each

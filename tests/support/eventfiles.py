@@ -7,12 +7,15 @@ No TensorFlow or torch: events are built from tensorboard's protobufs and framed
 from __future__ import annotations
 
 import io
+import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
+
+from gradcheck.events.framing import masked_crc32c
 
 Event = event_pb2.Event
 
@@ -191,3 +194,21 @@ def tensor_scalar(
     return tensor_value(
         tag, np.array(value), plugin="scalars" if first else None, dtype=dtype, as_content=False
     )
+
+
+def keras3_step(step: int) -> object:
+    rng = np.random.default_rng(step)
+    kernels = [rng.normal(size=n) for n in (50, 5000, 5500)]
+    return summary_event(
+        step,
+        [tensor_histogram("kernel/histogram", tf2_buckets(k), first=step == 0) for k in kernels]
+        + [
+            tensor_histogram("bias/histogram", tf2_buckets(k[:5]), first=step == 0) for k in kernels
+        ],
+    )
+
+
+def header_claiming(length: int) -> bytes:
+    """A record header whose length CRC verifies, claiming ``length`` payload bytes."""
+    packed = struct.pack("<Q", length)
+    return packed + struct.pack("<I", masked_crc32c(packed))

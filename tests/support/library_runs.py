@@ -1,7 +1,7 @@
-"""The logs the real libraries write (``tests/library_logs.py``), started once per session in
-three processes side by side (HF; Lightning with its CSV and MLflow loggers; W&B), and where
-each run of each format lies in them; the trainings with gradcheck's callbacks
-(``tests/callback_logs.py``), two processes. The fixtures are in ``conftest.py``."""
+"""The logs the real libraries write (``tests/support/library_logs.py``), started once per
+session in three processes side by side (HF; Lightning with its CSV and MLflow loggers; W&B),
+and where each run of each format lies in them; the trainings with gradcheck's callbacks
+(``tests/support/callback_logs.py``), two processes. The fixtures are in ``conftest.py``."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 
 from gradcheck.events.discover import discover
 from gradcheck.model import Run
-from tests.library_logs import LIBRARIES
+from tests.support.library_logs import LIBRARIES
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 NEEDED = {
     "hf": ("transformers", "accelerate"),
     "lightning": ("lightning", "mlflow"),
@@ -27,7 +27,7 @@ CALLBACK_NEEDED = {
     "hf": ("transformers", "accelerate", "mlflow", "wandb"),
     "lightning": ("lightning", "mlflow", "wandb"),
 }
-"""What ``tests/callback_logs.py`` needs for each trainer (it reports to every logger)."""
+"""What ``tests/support/callback_logs.py`` needs for each trainer (it reports to every logger)."""
 
 
 class WriterProcesses:
@@ -40,7 +40,7 @@ class WriterProcesses:
         self.roots = {name: root / name for name in needed}
         self.processes = {
             name: subprocess.Popen(
-                [sys.executable, str(REPO / "tests" / script), name, str(path)],
+                [sys.executable, str(REPO / "tests" / "support" / script), name, str(path)],
                 cwd=root,
                 env=environment,
                 stdout=subprocess.PIPE,
@@ -69,7 +69,7 @@ class WriterProcesses:
 
 
 class LibraryLogs(WriterProcesses):
-    """The three writers of ``tests/library_logs.py`` (HF, Lightning, W&B)."""
+    """The three writers of ``tests/support/library_logs.py`` (HF, Lightning, W&B)."""
 
     def __init__(self, root: Path) -> None:
         assert set(NEEDED) == set(LIBRARIES)

@@ -2,7 +2,7 @@
 directories, Lightning ``CSVLogger`` runs, MLflow file and SQLite stores (through Lightning's
 ``MLFlowLogger``) and W&B offline runs (``wandb.watch(model, log="all")``).
 
-Run as ``python tests/library_logs.py LIBRARY OUT`` (one process per library, so they import
+Run as ``python tests/support/library_logs.py LIBRARY OUT`` (one process per library, so they import
 and train side by side and none of their global state reaches pytest; ``lightning`` writes
 the CSV runs and both MLflow stores, under ``OUT/csv`` and ``OUT/mlflow``). Each library
 writes four runs, named by what they are: ``healthy``, ``exploding`` (plain SGD past the

@@ -11,10 +11,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
+
+from tests.support.paths import REPO as REPOSITORY
 
 FRAMEWORKS = ("tensorflow", "torch", "keras", "transformers", "lightning", "wandb", "mlflow")
-REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 def frameworks_imported_by(code: str) -> list[str]:

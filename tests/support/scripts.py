@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 from types import ModuleType
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+from tests.support.paths import REPO
+
+SCRIPTS = REPO / "scripts"
 
 
 def load_script(name: str) -> ModuleType:

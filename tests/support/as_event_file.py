@@ -16,7 +16,7 @@ import numpy as np
 from tensorboard.compat.proto import summary_pb2, types_pb2
 
 from gradcheck.model import HistogramRecord, Record, ScalarRecord
-from tests.eventfiles import Event, file_version, histo, tensor_value, write_events
+from tests.support.eventfiles import Event, file_version, histo, tensor_value, write_events
 
 
 def event_of(record: HistogramRecord | ScalarRecord, first: bool) -> Event:
