@@ -15,5 +15,5 @@ def check_golden(name: str, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     assert text == path.read_text(encoding="utf-8"), (
         f"{path} differs; if the new output is intended, rewrite it with "
-        "GRADCHECK_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_formats.py"
+        "GRADCHECK_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/report/test_formats.py"
     )
