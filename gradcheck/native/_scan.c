@@ -2677,7 +2677,7 @@ static PyMethodDef module_methods[] = {
 };
 
 /* The numbers Python shares with this file, exported as ``SHARED`` (a dict) so that
- * tests/test_native_shared.py checks each against its one Python definition
+ * tests/engine/test_twin_contract.py checks each against its one Python definition
  * (gradcheck/native/shared.py says where each is). */
 static const struct {
     const char *name;

@@ -17,10 +17,7 @@ from tensorboard.compat.proto import types_pb2
 
 from gradcheck.engine import fastpath, join, ranges, read
 from gradcheck.engine import pool as parallel
-from gradcheck.engine.parts import (
-    file_part,
-    reduce_file_reference,
-)
+from gradcheck.engine.parts import file_part, reduce_file_reference
 from gradcheck.events.decode import first_left_edges
 from gradcheck.events.framing import masked_crc32c
 from gradcheck.events.steps import StepWindow

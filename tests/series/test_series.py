@@ -8,15 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gradcheck.series.thin as thin_module
-from gradcheck.model import (
-    COLUMN,
-    STAT_NAMES,
-    Damage,
-    FileInfo,
-    Notice,
-    Record,
-    RunData,
-)
+from gradcheck.model import COLUMN, STAT_NAMES, Damage, FileInfo, Notice, Record, RunData
 from gradcheck.series.merge import merge
 from gradcheck.series.reduce import BATCH_SIZE, reduce_records
 from gradcheck.series.stats import histogram_stats

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from gradcheck.model import (
-    HistogramRecord,
-    Record,
-    ScalarRecord,
-)
+from gradcheck.model import HistogramRecord, Record, ScalarRecord
 from tests.support.histograms import Buckets
 
 RUN = "runs/a"

@@ -7,13 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gradcheck.model import (
-    HistogramRecord,
-    LayerResult,
-    Record,
-    RunReport,
-    ScalarRecord,
-)
+from gradcheck.model import HistogramRecord, LayerResult, Record, RunReport, ScalarRecord
 from gradcheck.series.reduce import reduce_records
 from gradcheck.tags import TagRules
 from gradcheck.verdicts.config import DEFAULT_CONFIG, Config

@@ -11,11 +11,7 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from tensorboard.compat.proto import summary_pb2, types_pb2
 
-from gradcheck.engine.parts import (
-    FilePart,
-    reduce_file,
-    reduce_file_reference,
-)
+from gradcheck.engine.parts import FilePart, reduce_file, reduce_file_reference
 from gradcheck.events.steps import StepWindow
 from gradcheck.model import STAT_NAMES, RunData
 from tests.support import eventfiles as ef

@@ -9,11 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from gradcheck.model import (
-    LOSS_ROW,
-    Damage,
-    Notice,
-)
+from gradcheck.model import LOSS_ROW, Damage, Notice
 from gradcheck.series.reduce import reduce_records
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.clipping import downsample, pinned_ceiling
