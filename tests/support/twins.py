@@ -104,6 +104,7 @@ EDGE_CASES = {
 }
 PAYLOADS = [e.SerializeToString() for e in [ef.file_version(), *(histo_step(s) for s in range(8))]]
 DATA = ef.frame(PAYLOADS)
+"""A file version and eight steps of histograms, framed: the bytes the property tests damage."""
 
 
 def tf2_steps(steps: range, first_plugin_step: int = 0) -> list[object]:
