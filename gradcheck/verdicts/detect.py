@@ -1,6 +1,6 @@
 """Verdicts for one run: reduced series -> a RunReport with every parameter ranked.
 
-``analyze_run`` pairs the run's series into parameters (:mod:`gradcheck.tags`), derives their
+``analyze_run`` pairs the run's series into parameters (:mod:`.pairing`), derives their
 signals (:mod:`gradcheck.verdicts.signals`), measures the run as a whole (largest gradient, loss,
 weight movements, clipping), applies one rule per verdict (:mod:`gradcheck.verdicts.rules`) and
 ranks the results: NaN above exploding above vanishing above static, and within a kind by how
@@ -30,16 +30,8 @@ from gradcheck.model import (
     Verdict,
 )
 from gradcheck.series.merge import join_renamed
-from gradcheck.tags import (
-    DEFAULT_RULES,
-    ParameterTags,
-    ScalarRole,
-    TagRules,
-    pair_parameters,
-    scalar_role,
-    scalar_roles,
-    training_loss_rank,
-)
+from gradcheck.tags import DEFAULT_RULES, TagRules
+from gradcheck.tags.scalars import ScalarRole, scalar_role, scalar_roles, training_loss_rank
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.activations import activation_results, run_activations
 from gradcheck.verdicts.clipping import (
@@ -52,6 +44,7 @@ from gradcheck.verdicts.clipping import (
 )
 from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
 from gradcheck.verdicts.numeric import median, nanmedian
+from gradcheck.verdicts.pairing import ParameterTags, pair_parameters
 from gradcheck.verdicts.rules import (
     Excuse,
     Finding,

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from gradcheck import __version__, cli
+from gradcheck.cli.status import ExitStatus
 from gradcheck.errors import ConfigError
 from gradcheck.events.steps import StepWindow
 from gradcheck.report.interface import Env
-from gradcheck.status import ExitStatus
 from gradcheck.verdicts.gate import failing_layers, parse_fail_on
 from tests.support import eventfiles as ef
 from tests.support.cli import assert_one_line_error, invoke

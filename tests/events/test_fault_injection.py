@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gradcheck.cli.status import ExitStatus
 from gradcheck.engine import fastpath
-from gradcheck.status import ExitStatus
 from tests.support import eventfiles as ef
 from tests.support.damage import KINDS, WRITER_FILES, Damaged, Operation, frames_in
 from tests.support.paths import REPO

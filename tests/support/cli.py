@@ -5,8 +5,8 @@ from __future__ import annotations
 from click.testing import CliRunner, Result
 
 from gradcheck import cli
+from gradcheck.cli.status import ExitStatus
 from gradcheck.report.interface import Env
-from gradcheck.status import ExitStatus
 
 
 def invoke(*args: str, env: Env | None = None, **environ: str) -> Result:

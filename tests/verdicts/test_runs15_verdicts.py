@@ -23,9 +23,9 @@ import pytest
 from click.testing import CliRunner
 
 from gradcheck import cli
+from gradcheck.cli.status import ExitStatus
 from gradcheck.model import GLOBAL_NORM_ROW, LayerResult, RunReport
 from gradcheck.pipeline import analyze
-from gradcheck.status import ExitStatus
 from tests.support.paths import TEST_DATA
 
 RUNS = TEST_DATA / "runs15"
