@@ -37,6 +37,7 @@ from gradcheck.report.view import (
     spikes_line,
     verdict_counts,
 )
+from gradcheck.verdicts.registry import OK, UNJUDGED, entry
 
 STYLE = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
@@ -127,10 +128,10 @@ class HtmlFormatter(Formatter):
             heading = f"{'Gradient' if gradients else 'Weight'} norm by layer and logged step"
             parts += [f"<h3>{heading}</h3>", self._charts.div(heatmap)]
         for row in view.rows:
-            if row.verdict != "static":
+            if entry(row.verdict).charted:
                 parts += _group_heading(row)
                 parts.append(self._charts.div(html_charts.group_figure(row, escape)))
-        frozen = [row for row in view.rows if row.verdict == "static"]
+        frozen = [row for row in view.rows if not entry(row.verdict).charted]
         if frozen:
             parts += _frozen(frozen)
         if run.clipping is not None and clipping_applies(run, self.options.clip):
@@ -186,7 +187,9 @@ def _overview(runs: list[RunReport], views: list[LayerView], sweep: Sweep | None
     for number, (run, view) in numbered:
         counts = verdict_counts(run)
         shown = [f'<span class="{v}">{counts[v]} {escape(v)}</span>' for v in counts if counts[v]]
-        verdicts = " · ".join(shown) if run.judgeable else '<span class="unjudged">unjudged</span>'
+        verdicts = (
+            " · ".join(shown) if run.judgeable else f'<span class="{UNJUDGED}">{UNJUDGED}</span>'
+        )
         worst = view.rows[0] if view.rows else None
         finding = (
             ""
@@ -293,7 +296,7 @@ def _evidence(layers: tuple[LayerResult, ...]) -> str:
     seen: set[str] = set()
     items = []
     for layer in layers:
-        if layer.verdict == "ok":
+        if layer.verdict == OK:
             continue
         text = "; ".join(filter(None, (layer.evidence, *layer.notes)))
         item = f"<li><code>{escape(layer.name)}</code>: {escape(text)}"

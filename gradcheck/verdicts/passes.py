@@ -204,7 +204,7 @@ def loss_rows(run: Judging) -> None:
         found = rule(
             loss, run.norms, run.context.clip_ceiling, trainer_clips(run.data), run.context.config
         )
-        if found is not None:
+        if isinstance(found, Finding):
             run.layers.append(loss_row(found, loss, len(run.layers), run.charts))
 
 
