@@ -48,7 +48,8 @@ class Entry(NamedTuple):
     far past the threshold): ranks parameters across verdicts."""
     phase: Phase
     rule: str
-    """``module.function`` in :mod:`gradcheck.verdicts.rules` (``""``: found by another's)."""
+    """``module.function`` in :mod:`gradcheck.verdicts.rules` that finds it (``""``: none; with
+    no ``phase``, the rule of another verdict, run in that one's pass)."""
     fail_on: bool
     """In the default ``--fail-on``: a run that failed, not one to look at."""
     blow_up: bool
@@ -181,7 +182,7 @@ ENTRIES: Final[tuple[Entry, ...]] = (
         "overflow",  # a non-finite gradient step that loss scaling skipped: nan's rule tells
         0.5,
         "",
-        "",
+        "nan.find_nan",
         fail_on=False,
         blow_up=False,
         skews_ratios=True,
@@ -249,4 +250,4 @@ def blow_ups() -> frozenset[str]:
 
 def with_phase(phase: Phase) -> tuple[Entry, ...]:
     """The entries whose rule runs in ``phase``, in rank order."""
-    return tuple(entry for entry in ENTRIES if entry.phase == phase and entry.rule)
+    return tuple(e for e in ENTRIES if phase and e.phase == phase and e.rule)
