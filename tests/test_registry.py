@@ -12,6 +12,7 @@ from typing import get_args
 import pytest
 
 from gradcheck.model import RUN_VERDICTS, VERDICTS
+from gradcheck.report.html import STYLE
 from gradcheck.report.markdown import MARKS
 from gradcheck.report.table import VERDICT_STYLES
 from gradcheck.verdicts import gate, passes, registry
@@ -107,3 +108,11 @@ def test_the_places_that_depend_on_a_verdict_come_from_the_registry() -> None:
     assert gate.parse_fail_on("any") == set(registry.FINDINGS)
     assert (*registry.FINDINGS, "any", "none") == FAIL_ON_CHOICES
     assert registry.blow_ups() == {"nan", "exploding"}
+    rules = [
+        line
+        for line in STYLE.splitlines()
+        if line.startswith(tuple(f".{v}{{" for v in RUN_VERDICTS))
+    ]
+    assert rules == [f".{e.name}{{{e.css}}}" for e in entries] + [
+        f".{registry.UNJUDGED}{{{registry.UNJUDGED_CSS}}}"
+    ]
