@@ -20,7 +20,7 @@ reports to (TensorBoard, W&B, MLflow, Comet, ...: each callback's ``on_log``) an
 ``trainer_state.json``'s ``log_history``, at the trainer's step (the one its own ``grad_norm``
 and ``loss`` of that optimizer step carry); not to the console. The
 histograms go to the integrations that hold histograms: TensorBoard (``add_histogram_raw``)
-and W&B (``wandb.Histogram``, with ``train/global_step``). Tags are :mod:`gradcheck.logtags`'
+and W&B (``wandb.Histogram``, with ``train/global_step``). Tags are :mod:`gradcheck.tags.logtags`'
 (the integrations prefix the scalars with ``train/``; the histograms are written without),
 which ``gradcheck analyze`` pairs per parameter in every one of those logs. The callback only
 reads tensors: training is bit-identical with and without it.

@@ -1,7 +1,7 @@
 """Log weights and gradients from Keras 3 / TensorFlow 2 in the tags gradcheck pairs by itself.
 
 Keras removed ``write_grads``, so ``TensorBoard(histogram_freq=1)`` logs weights only. Two ways
-to log gradients too, both writing the tags of :mod:`gradcheck.logtags` (histograms, exact
+to log gradients too, both writing the tags of :mod:`gradcheck.tags.logtags` (histograms, exact
 float64 L2 norms, non-finite counts, the global gradient norm):
 
 - :class:`GradientLogger`: a callback for ``model.fit``. Every ``every_n_steps`` optimizer steps
@@ -33,9 +33,9 @@ from typing import Any, NamedTuple
 from tensorboard.plugins.histogram import metadata as histogram_metadata
 from tensorboard.plugins.scalar import metadata as scalar_metadata
 
-from gradcheck import logtags
 from gradcheck._optional import require
 from gradcheck.errors import InputError
+from gradcheck.tags import logtags
 
 tf = require("tensorflow", extra="keras", helper="gradcheck.keras")
 keras = tf.keras  # Keras 3 on TF >= 2.16; tf_keras when TF_USE_LEGACY_KERAS=1

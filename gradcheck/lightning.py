@@ -12,7 +12,7 @@ The scalars go to every logger the trainer has, through ``Logger.log_metrics(met
 step=trainer.global_step)`` (TensorBoard, CSV, MLflow, W&B, any other), at the index of the
 optimizer step about to be taken; the histograms to the loggers that hold histograms
 (``TensorBoardLogger``: ``add_histogram_raw``; ``WandbLogger``: ``wandb.Histogram``, with
-``trainer/global_step``). Tags are :mod:`gradcheck.logtags`', which ``gradcheck analyze`` pairs
+``trainer/global_step``). Tags are :mod:`gradcheck.tags.logtags`', which ``gradcheck analyze`` pairs
 per parameter in every one of those logs. The callback only reads tensors: training is
 bit-identical with and without it.
 

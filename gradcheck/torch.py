@@ -2,7 +2,7 @@
 
 ``log_gradients(writer, model, step)`` after ``loss.backward()`` (and before
 ``optimizer.step()``, and before any gradient clipping if you want the norm the clipper saw)
-writes, for every parameter, the tags of :mod:`gradcheck.logtags`: weight and gradient
+writes, for every parameter, the tags of :mod:`gradcheck.tags.logtags`: weight and gradient
 histograms, exact float64 L2 norms, non-finite counts, and the global gradient norm.
 
 Why not ``add_histogram(name, p.grad)`` by hand: on a tensor holding NaN or Inf it raises with
@@ -29,9 +29,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from gradcheck import logtags
 from gradcheck._optional import require
 from gradcheck.errors import InputError
+from gradcheck.tags import logtags
 
 torch = require("torch", extra="torch", helper="gradcheck.torch")
 

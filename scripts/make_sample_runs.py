@@ -28,6 +28,7 @@ from gradcheck.events.discover import discover  # noqa: E402
 from gradcheck.events.reader import read_run  # noqa: E402
 from gradcheck.model import HistogramRecord, ScalarRecord  # noqa: E402
 from gradcheck.series.stats import histogram_stats  # noqa: E402
+from gradcheck.tags.scalars import scalar_role  # noqa: E402
 
 Series = dict[str, dict[int, float]]  # parameter -> step -> value
 
@@ -107,7 +108,7 @@ def _read_series(run_dir: Path) -> tuple[Series, Series, Series]:
 def _add_scalar(
     record: ScalarRecord, grads: Series, weights: Series, nonfinite: Series, exact: set
 ) -> None:
-    role = tags.scalar_role(record.tag)
+    role = scalar_role(record.tag)
     if role is None or role.name is None:
         return
     target = {"grad_norm": grads, "weight_norm": weights, "grad_nonfinite": nonfinite}.get(

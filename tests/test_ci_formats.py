@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from gradcheck.cli.status import ExitStatus
 from gradcheck.model import Report
 from gradcheck.report import FormatOptions
 from gradcheck.report.escape import terminal_lines
 from gradcheck.report.github import GithubFormatter, escape_data, escape_property
 from gradcheck.report.junit import JunitFormatter
-from gradcheck.status import ExitStatus
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.gate import parse_fail_on
 from tests.handmade import (

@@ -20,10 +20,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gradcheck import __version__, cli
+from gradcheck.cli.status import ExitStatus
 from gradcheck.errors import ConfigError
 from gradcheck.events.steps import StepWindow
 from gradcheck.report.interface import Env
-from gradcheck.status import ExitStatus
 from gradcheck.verdicts.gate import failing_layers, parse_fail_on
 from tests import eventfiles as ef
 from tests.fresh_interpreter import MODULES_LINE, frameworks_imported_by, modules_imported_by

@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 
 from gradcheck import cli
+from gradcheck.cli.status import ExitStatus
 from gradcheck.events.reader import unreadable
 from gradcheck.inspect import FileSummary, InspectReport, RunSummary
 from gradcheck.report.inspect_table import inspect_table
 from gradcheck.report.interface import Env
-from gradcheck.status import ExitStatus
 from gradcheck.verdicts.config import MAX_CONFIG_BYTES
 from tests import eventfiles as ef
 from tests.synthetic_runs import write_run

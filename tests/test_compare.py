@@ -14,12 +14,12 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gradcheck import cli
+from gradcheck.cli.status import ExitStatus
 from gradcheck.compare.matching import layer_ranks, match_names, without_model_scope
 from gradcheck.errors import ConfigError
 from gradcheck.model import Comparison, ParameterComparison
 from gradcheck.report import COMPARE_FORMATS, comparison_formatter_for
 from gradcheck.report.interface import Env, FormatOptions
-from gradcheck.status import ExitStatus
 from gradcheck.verdicts.config import Config
 
 REPO = Path(__file__).resolve().parents[1]

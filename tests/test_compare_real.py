@@ -19,8 +19,8 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 pytest.importorskip("tensorflow")
 
 from gradcheck import cli  # noqa: E402
+from gradcheck.cli.status import ExitStatus  # noqa: E402
 from gradcheck.report.interface import Env  # noqa: E402
-from gradcheck.status import ExitStatus  # noqa: E402
 from gradcheck.verdicts.numeric import median  # noqa: E402
 from tests.scripts import load_script  # noqa: E402
 

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 torch = pytest.importorskip("torch")
 
 from gradcheck import cli  # noqa: E402
+from gradcheck.cli.status import ExitStatus  # noqa: E402
 from gradcheck.report.interface import Env  # noqa: E402
-from gradcheck.status import ExitStatus  # noqa: E402
 from gradcheck.torch import log_gradients  # noqa: E402
 
 pytestmark = pytest.mark.slow

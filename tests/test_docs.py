@@ -30,10 +30,10 @@ import yaml
 from click.testing import CliRunner
 
 from gradcheck import cli
+from gradcheck.cli.status import ExitStatus
 from gradcheck.model import VERDICTS
 from gradcheck.report.interface import Env
 from gradcheck.report.json_format import SCHEMA_VERSION
-from gradcheck.status import ExitStatus
 from gradcheck.verdicts.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]

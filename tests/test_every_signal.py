@@ -18,11 +18,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gradcheck import cli
+from gradcheck.cli.status import ExitStatus
 from gradcheck.events.discover import discover
 from gradcheck.events.reader import read_run
 from gradcheck.model import GLOBAL_NORM_ROW, LayerResult, RunReport
 from gradcheck.series.reduce import reduce_records
-from gradcheck.status import ExitStatus
 from gradcheck.verdicts.detect import analyze_run
 
 tensorboardX = pytest.importorskip("tensorboardX")

@@ -29,12 +29,12 @@ from click.testing import CliRunner
 
 import gradcheck
 from gradcheck import cli
+from gradcheck.cli.status import ExitStatus
 from gradcheck.export import export
 from gradcheck.export.table import TABLE_COLUMNS, TEXT_COLUMNS
 from gradcheck.model import HistogramRecord, ScalarRecord
 from gradcheck.report.escape import FORMULA_STARTS, csv_text
 from gradcheck.report.interface import Env
-from gradcheck.status import ExitStatus
 from tests import eventfiles as ef
 from tests.library_runs import FORMATS as SOURCE_FORMATS
 from tests.library_runs import LibraryLogs, run_path, the_run

@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gradcheck.cli.status import ExitStatus
 from gradcheck.engine import fastpath
 from gradcheck.events.framing import Frame, iter_frames
-from gradcheck.status import ExitStatus
 from tests import eventfiles as ef
 from tests.test_fastpath import check_file
 from tests.test_framing import header_claiming

@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from gradcheck import cli
 from gradcheck._optional import EXTRAS
-from gradcheck.status import ExitStatus
+from gradcheck.cli.status import ExitStatus
 
 if sys.version_info >= (3, 11):
     import tomllib

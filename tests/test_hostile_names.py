@@ -22,10 +22,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gradcheck import cli, report
+from gradcheck.cli.status import ExitStatus
 from gradcheck.report import github
 from gradcheck.report.escape import FORMULA_STARTS, terminal_lines
 from gradcheck.report.interface import Env
-from gradcheck.status import ExitStatus
 from tests import eventfiles as ef
 
 HOSTILE_PARAMETERS = (

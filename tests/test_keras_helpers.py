@@ -16,7 +16,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 tf = pytest.importorskip("tensorflow")
 
-from gradcheck import logtags  # noqa: E402
 from gradcheck.errors import InputError  # noqa: E402
 from gradcheck.keras import (  # noqa: E402
     GradientLogger,
@@ -24,6 +23,7 @@ from gradcheck.keras import (  # noqa: E402
     log_step,
     variable_path,
 )
+from gradcheck.tags import logtags  # noqa: E402
 from tests.readback import bucket_total, read_logs, readme_helper_examples  # noqa: E402
 
 keras = tf.keras

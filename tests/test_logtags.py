@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from gradcheck import logtags
 from gradcheck._optional import MissingDependencyError, require
 from gradcheck.errors import GradcheckError
+from gradcheck.tags import logtags
 
 
 def test_tags_round_trip_through_split_tag() -> None:

@@ -20,11 +20,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gradcheck import cli
+from gradcheck.cli.status import ExitStatus
 from gradcheck.engine import ranges, read
 from gradcheck.events import s3_stream, storage
 from gradcheck.report import FORMATS
 from gradcheck.report.interface import Env
-from gradcheck.status import ExitStatus
 
 s3fs = pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.moto_server.threaded_moto_server")

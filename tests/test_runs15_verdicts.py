@@ -24,9 +24,9 @@ import pytest
 from click.testing import CliRunner
 
 from gradcheck import cli
+from gradcheck.cli.status import ExitStatus
 from gradcheck.model import GLOBAL_NORM_ROW, LayerResult, RunReport
 from gradcheck.pipeline import analyze
-from gradcheck.status import ExitStatus
 
 RUNS = Path(__file__).parent / "data" / "runs15"
 ONSET_SLACK = 12

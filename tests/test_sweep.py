@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gradcheck import cli, report
+from gradcheck.cli.status import ExitStatus
 from gradcheck.engine import fastpath
 from gradcheck.events.reader import read_file
 from gradcheck.events.steps import StepWindow
@@ -30,7 +31,6 @@ from gradcheck.pipeline import analyze
 from gradcheck.report.escape import FORMULA_STARTS
 from gradcheck.report.interface import Env
 from gradcheck.series.reduce import reduce_records
-from gradcheck.status import ExitStatus
 from gradcheck.verdicts.run_names import name_components, name_hparams
 from gradcheck.verdicts.sweep import AUTO_HPARAM_RUNS, looks_like_sweep, relations_of, summarize
 from tests import eventfiles as ef

@@ -5,15 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gradcheck.errors import ConfigError
-from gradcheck.tags import (
-    ScalarRole,
-    TagRules,
-    classify_tag,
-    pair_parameters,
-    parameter_name,
-    scalar_role,
-    training_loss_rank,
-)
+from gradcheck.tags import TagRules, classify_tag, parameter_name
+from gradcheck.tags.scalars import ScalarRole, scalar_role, training_loss_rank
+from gradcheck.verdicts.pairing import pair_parameters
 
 GRADIENT_TAGS = {
     # TF2 custom loop of the seed question: 'Gradients_' + var.name

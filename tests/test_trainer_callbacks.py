@@ -19,11 +19,11 @@ import pytest
 from click.testing import CliRunner
 
 from gradcheck.cli import cli
+from gradcheck.cli.status import ExitStatus
 from gradcheck.events.discover import discover
 from gradcheck.events.reader import read_run
 from gradcheck.model import HistogramRecord, RunReport, ScalarRecord
 from gradcheck.pipeline import analyze
-from gradcheck.status import ExitStatus
 from tests.library_runs import WriterProcesses
 
 pytestmark = pytest.mark.slow

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from gradcheck import __version__
+from gradcheck.cli.status import ExitStatus
 from gradcheck.engine import fastpath, join, ranges
 from gradcheck.engine.parts import file_part, reduce_file
 from gradcheck.errors import InputError
@@ -35,7 +36,6 @@ from gradcheck.events.steps import StepWindow
 from gradcheck.model import Report, Run
 from gradcheck.pipeline import analyze, analyze_parts, disagreements
 from gradcheck.report.json_format import report_document
-from gradcheck.status import ExitStatus
 from gradcheck.tags import DEFAULT_RULES
 from gradcheck.verdicts.config import DEFAULT_CONFIG
 from gradcheck.watch import Watcher

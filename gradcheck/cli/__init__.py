@@ -3,9 +3,9 @@
 The only package that imports click. One module per command (``analyze``, ``inspect``,
 ``compare``, ``watch``, ``export``: each a ``click.Command`` added to :data:`cli` here); the
 options they share in ``options``; what they write (stdout, files, stderr, the progress bar)
-in ``output``; every outcome mapped to an exit status in one place,
-``outcome.GradcheckGroup.main``. A new command is a module beside these, added to :data:`cli`
-below.
+in ``output`` (a file written whole or not at all: ``files``); every outcome mapped to an exit
+status (``status.ExitStatus``) in one place, ``outcome.GradcheckGroup.main``. A new command is
+a module beside these, added to :data:`cli` below.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from gradcheck.cli.options import (
 )
 from gradcheck.cli.outcome import GradcheckGroup, say
 from gradcheck.cli.output import write_whole
-from gradcheck.status import ExitStatus
+from gradcheck.cli.status import ExitStatus
 
 __all__ = [
     "COMPARE_FORMAT_CHOICES",

@@ -30,9 +30,9 @@ from gradcheck.cli.output import (
     progress_bar,
     report_chunks,
 )
+from gradcheck.cli.status import ExitStatus
 from gradcheck.errors import InputError
 from gradcheck.report.interface import Env, FormatOptions
-from gradcheck.status import ExitStatus
 from gradcheck.verdicts.gate import DEFAULT_FAIL_ON, failing_layers, nothing_to_judge, parse_fail_on
 from gradcheck.verdicts.registry import FINDINGS, VERDICTS
 

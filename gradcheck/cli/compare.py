@@ -15,8 +15,8 @@ from gradcheck.cli.options import (
 )
 from gradcheck.cli.outcome import say
 from gradcheck.cli.output import emit, env_of, format_comparison, progress_bar
+from gradcheck.cli.status import ExitStatus
 from gradcheck.report.interface import Env, FormatOptions
-from gradcheck.status import ExitStatus
 
 COMPARE_EXIT_STATUS_HELP = """\b
 Exit status:

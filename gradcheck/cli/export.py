@@ -17,9 +17,9 @@ from gradcheck.cli.options import (
 )
 from gradcheck.cli.outcome import say
 from gradcheck.cli.output import DAMAGE_SAID, env_of
+from gradcheck.cli.status import ExitStatus
 from gradcheck.errors import InputError
 from gradcheck.report.interface import Env
-from gradcheck.status import ExitStatus
 
 if TYPE_CHECKING:
     from gradcheck.export import ExportSummary
@@ -132,8 +132,8 @@ def _export_to_file(
     paths: list[str], output: str, format_name: str, storage: dict[str, object] | None
 ) -> ExportSummary:
     """The export into ``output``, whole or not at all (an error leaves it as it was)."""
+    from gradcheck.cli.files import replacing
     from gradcheck.export import export
-    from gradcheck.files import replacing
 
     try:
         with replacing(output) as stream:

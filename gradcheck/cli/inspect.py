@@ -14,8 +14,8 @@ from gradcheck.cli.options import (
     storage_option,
 )
 from gradcheck.cli.output import emit, env_of
+from gradcheck.cli.status import ExitStatus
 from gradcheck.report.interface import Env
-from gradcheck.status import ExitStatus
 
 INSPECT_EXIT_STATUS_HELP = """\b
 Exit status:

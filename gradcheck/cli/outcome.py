@@ -16,9 +16,9 @@ from typing import Any, NoReturn
 import click
 from click.exceptions import NoArgsIsHelpError
 
+from gradcheck.cli.status import ExitStatus
 from gradcheck.errors import GradcheckError
 from gradcheck.report.escape import terminal
-from gradcheck.status import ExitStatus
 
 
 class GradcheckGroup(click.Group):

@@ -74,9 +74,9 @@ def emit(text: str | Iterable[str], output: str | None) -> None:
 
 def write_whole(path: str, parts: Iterable[str]) -> None:
     """The document's ``parts``, one after the other, into ``path`` (UTF-8) whole or not at
-    all (:func:`gradcheck.files.replacing`): a full disk, an interruption or a part that could
+    all (:func:`gradcheck.cli.files.replacing`): a full disk, an interruption or a part that could
     not be made leaves the file as it was, never truncated."""
-    from gradcheck.files import replacing
+    from gradcheck.cli.files import replacing
 
     with replacing(path) as binary:
         stream = io.TextIOWrapper(binary, encoding="utf-8", newline="")

@@ -22,9 +22,9 @@ from gradcheck.cli.options import (
 )
 from gradcheck.cli.outcome import Terminated, say
 from gradcheck.cli.output import env_of, format_report, note_failing_runs
+from gradcheck.cli.status import ExitStatus
 from gradcheck.errors import InputError
 from gradcheck.report.interface import Env, FormatOptions
-from gradcheck.status import ExitStatus
 from gradcheck.verdicts.gate import DEFAULT_FAIL_ON, nothing_to_judge, parse_fail_on
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """A run's activation histograms (a layer's outputs) as the dead and saturated rules see them.
 
-Each activation series (:func:`gradcheck.tags.activation_layer`) becomes an
+Each activation series (:func:`gradcheck.tags.roles.activation_layer`) becomes an
 :class:`Activation`: its per-step shares of exact zeros and of values near the bounds of its
 range (estimated from the buckets, with the bounds they allow: :mod:`gradcheck.series.stats`),
 the kind of bounded output its range shows (tanh's ``[-1, 1]``, sigmoid's ``[0, 1]``, or none),

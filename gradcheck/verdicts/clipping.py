@@ -27,7 +27,7 @@ from gradcheck.model import (
     ScalarSeries,
     StepSeries,
 )
-from gradcheck.tags import ScalarRole, scalar_roles
+from gradcheck.tags.scalars import ScalarRole, scalar_roles
 from gradcheck.verdicts.clip_advice import advice, guess_framework, noteworthy
 from gradcheck.verdicts.config import Config
 from gradcheck.verdicts.numeric import median, percentile

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from gradcheck.model import GLOBAL_NORM_ROW, RunData, ScalarSeries
-from gradcheck.tags import scalar_role, training_loss_rank
+from gradcheck.tags.scalars import scalar_role, training_loss_rank
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.clipping import GlobalNorm, pinned_ceiling
 from gradcheck.verdicts.config import Config

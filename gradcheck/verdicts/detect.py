@@ -1,6 +1,6 @@
 """Verdicts for one run: reduced series -> a RunReport with every parameter ranked.
 
-``analyze_run`` pairs the run's series into parameters (:mod:`gradcheck.tags`), derives their
+``analyze_run`` pairs the run's series into parameters (:mod:`.pairing`), derives their
 signals (:mod:`gradcheck.verdicts.signals`), measures the run as a whole
 (:mod:`gradcheck.verdicts.context`: largest gradient, loss, weight movements, clipping), runs
 the passes of :mod:`gradcheck.verdicts.passes` (each verdict's rule where its registry entry
@@ -25,18 +25,12 @@ from gradcheck.model import (
     RunReport,
 )
 from gradcheck.series.merge import join_renamed
-from gradcheck.tags import (
-    DEFAULT_RULES,
-    ParameterTags,
-    ScalarRole,
-    TagRules,
-    pair_parameters,
-    scalar_role,
-    scalar_roles,
-)
+from gradcheck.tags import DEFAULT_RULES, TagRules
+from gradcheck.tags.scalars import ScalarRole, scalar_role, scalar_roles
 from gradcheck.verdicts.clipping import GlobalNorm, clip_info, global_norms
 from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
 from gradcheck.verdicts.context import run_context, training_loss
+from gradcheck.verdicts.pairing import ParameterTags, pair_parameters
 from gradcheck.verdicts.passes import Judging, judge
 from gradcheck.verdicts.rules.slow import run_updates, slow_names
 from gradcheck.verdicts.signals import Parameter, parameter_signals

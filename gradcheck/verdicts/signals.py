@@ -1,6 +1,6 @@
 """Per-parameter signals over steps: what the verdict rules look at.
 
-For each parameter (see :func:`gradcheck.tags.pair_parameters`) this gathers, from a
+For each parameter (see :func:`gradcheck.verdicts.pairing.pair_parameters`) this gathers, from a
 :class:`~gradcheck.model.RunData`, its gradient's L2 norm and per-element RMS per step and its
 weights' norm, spread, quantile grid and fingerprints per step, plus the steps at which either
 held NaN/Inf. Exact norms logged as scalars (``gradient_norm/<param>``, ``weight_norm/<param>``)
@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from gradcheck.model import HistogramSeries, RunData
+from gradcheck.model import HistogramSeries, RunData, SeriesKey
 from gradcheck.series.stats import wasserstein_from_quantiles
-from gradcheck.tags import ParameterTags, SeriesKey
 from gradcheck.verdicts.numeric import median, nan_to_num, nanmax, nanmedian
+from gradcheck.verdicts.pairing import ParameterTags
 
 DENSE_SHARE = 0.999
 """A gradient with more than this share in its zero bucket is treated as all zero, not sparse."""

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from gradcheck.tags import training_loss_rank
+from gradcheck.tags.scalars import training_loss_rank
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.numeric import nanmedian
 from gradcheck.verdicts.rules.base import (
