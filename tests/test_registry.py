@@ -107,7 +107,7 @@ def test_the_places_that_depend_on_a_verdict_come_from_the_registry() -> None:
     assert gate.parse_fail_on(gate.DEFAULT_FAIL_ON) == {e.name for e in entries if e.fail_on}
     assert gate.parse_fail_on("any") == set(registry.FINDINGS)
     assert (*registry.FINDINGS, "any", "none") == FAIL_ON_CHOICES
-    assert registry.blow_ups() == {"nan", "exploding"}
+    assert {"nan", "exploding"} == registry.BLOW_UPS
     rules = [
         line
         for line in STYLE.splitlines()

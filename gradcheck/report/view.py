@@ -22,7 +22,7 @@ from gradcheck.model import (
 )
 from gradcheck.report.numbers import MISSING, format_number, format_ratio, format_steps
 from gradcheck.verdicts.gate import fails
-from gradcheck.verdicts.registry import OK, blow_ups
+from gradcheck.verdicts.registry import BLOW_UPS, OK
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-CLIP_VERDICTS = blow_ups()
+CLIP_VERDICTS = BLOW_UPS
 """Verdicts after which clipping advice applies: the run blew up or went NaN. Not after a
 loss that diverged alone: clipping does not prevent that (the ``diverging`` evidence says what
 the clip did), a lower learning rate does."""

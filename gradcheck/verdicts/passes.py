@@ -22,7 +22,7 @@ from gradcheck.tags import TagRules
 from gradcheck.verdicts.activations import Activation, activation_results, run_activations
 from gradcheck.verdicts.clipping import GlobalNorm
 from gradcheck.verdicts.context import run_context
-from gradcheck.verdicts.registry import Phase, blow_ups, with_phase
+from gradcheck.verdicts.registry import BLOW_UPS, Phase, with_phase
 from gradcheck.verdicts.results import layer_result, loss_row
 from gradcheck.verdicts.rules import Excuse, Finding, RunContext, align_event_onsets
 from gradcheck.verdicts.rules.diverging import loss_blow_up, trainer_clips
@@ -137,7 +137,7 @@ def healthy_steps(run: Judging) -> None:
         f.first_bad_step
         for found in run.findings.values()
         for f in found
-        if f.verdict in blow_ups() and f.first_bad_step is not None
+        if f.verdict in BLOW_UPS and f.first_bad_step is not None
     ]
     run.healthy_before = min(steps) if steps else None
     config = run.context.config
@@ -197,8 +197,8 @@ def parameter_rows(run: Judging) -> None:
 def loss_rows(run: Judging) -> None:
     """The ``(training loss)`` row by the ``loss`` rules (diverging), when no parameter
     already says the run blew up (their hint names the loss's rise where it came first)."""
-    loss, blown = run.loss, blow_ups()
-    if loss is None or any(f in blown for layer in run.layers for f in layer.flags):
+    loss = run.loss
+    if loss is None or any(f in BLOW_UPS for layer in run.layers for f in layer.flags):
         return
     for rule in rules("loss"):
         found = rule(

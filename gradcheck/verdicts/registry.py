@@ -5,7 +5,7 @@ a parameter's verdict is its most severe flag, reports list verdicts in this ord
 else reads a verdict's attributes from here: :mod:`.detect` runs each entry's rule in its pass
 (:mod:`.passes`), :mod:`.gate` takes the default ``--fail-on``, the formats their colours,
 marks and phrases. A rule file (``rules/<verdict>.py``) spells its own verdict's name in its
-findings; nothing else in the package spells one (``tests/verdicts/test_registry.py``).
+findings; nothing else in the package spells one (``tests/test_registry.py``).
 
 Adding a verdict: its rule in ``rules/<verdict>.py``, its entry here (and in :data:`Verdict`,
 the type checker's copy of the names: a test checks they agree), its tests.
@@ -231,21 +231,13 @@ RUN_VERDICTS: Final[tuple[RunVerdict, ...]] = (*VERDICTS, UNJUDGED)
 UNJUDGED_CSS: Final = "color:#777"
 
 DEFAULT_FAIL_ON: Final = ",".join(entry.name for entry in ENTRIES if entry.fail_on)
+BLOW_UPS: Final = frozenset(entry.name for entry in ENTRIES if entry.blow_up)
+"""The verdicts whose first bad step ends a run's healthy steps (nan, exploding)."""
 
 
 def entry(verdict: str) -> Entry:
     """The entry of ``verdict`` (KeyError for a name that is none)."""
     return BY_NAME[verdict]
-
-
-def severity(verdict: str) -> float:
-    """The base severity of ``verdict``'s findings."""
-    return BY_NAME[verdict].severity
-
-
-def blow_ups() -> frozenset[str]:
-    """The verdicts whose first bad step ends a run's healthy steps (nan, exploding)."""
-    return frozenset(entry.name for entry in ENTRIES if entry.blow_up)
 
 
 def with_phase(phase: Phase) -> tuple[Entry, ...]:

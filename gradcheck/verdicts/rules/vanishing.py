@@ -7,7 +7,7 @@ import numpy as np
 
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.numeric import nan_to_num
-from gradcheck.verdicts.registry import blow_ups
+from gradcheck.verdicts.registry import BLOW_UPS
 from gradcheck.verdicts.rules.base import (
     Excuse,
     Finding,
@@ -261,7 +261,7 @@ def without_vanishing(found: list[Finding], excused: list[str]) -> list[Finding]
     """A parameter's findings without its vanishing one when its own gradient blew up (a
     finding of a blow-up verdict, nan or exploding): the level before the blow-up is no
     evidence of a gradient that vanished; the reason goes to ``excused``."""
-    blown = next((f for f in found if f.verdict in blow_ups()), None)
+    blown = next((f for f in found if f.verdict in BLOW_UPS), None)
     if blown is None or not any(f.verdict == "vanishing" for f in found):
         return found
     since = f" from step {blown.first_bad_step}" if blown.first_bad_step is not None else ""
