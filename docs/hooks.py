@@ -11,7 +11,7 @@ A page asks for a generated part with a marker line ``<!-- generated: NAME -->``
   base severity, rule, what the rule judges, and whether the default ``--fail-on`` has it.
 
 Docstrings of dataclass fields are not kept at run time, so the fields are read from
-``config.py``'s source with :mod:`ast`. ``tests/test_docs.py`` builds these parts too.
+``config.py``'s source with :mod:`ast`. ``tests/project/test_docs.py`` builds these parts too.
 """
 
 from __future__ import annotations

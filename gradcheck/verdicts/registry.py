@@ -5,13 +5,13 @@ a parameter's verdict is its most severe flag, reports list verdicts in this ord
 else reads a verdict's attributes from here: :mod:`.detect` runs each entry's rule in its pass
 (:mod:`.passes`), :mod:`.gate` takes the default ``--fail-on``, the formats their colours,
 marks and phrases. A rule file (``rules/<verdict>.py``) spells its own verdict's name in its
-findings; nothing else in the package spells one (``tests/test_registry.py``).
+findings; nothing else in the package spells one (``tests/verdicts/test_registry.py``).
 
 Adding a verdict: its rule in ``rules/<verdict>.py``, its entry here (and in :data:`Verdict`,
 the type checker's copy of the names: a test checks they agree), its tests.
 
 Standard library only: ``gradcheck --help`` prints the default ``--fail-on`` from here without
-importing numpy or the model (``tests/test_startup_imports.py``).
+importing numpy or the model (``tests/cli/test_startup_imports.py``).
 """
 
 from __future__ import annotations
