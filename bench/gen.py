@@ -15,7 +15,7 @@ Datasets, each a run directory under ``bench/data/`` with a ``<name>.json`` besi
 One event per value, as real writers do, with realistic wall times; values evolve over steps
 (see ``network.py``). Sizes are decimal (``40MB`` = 40e6 bytes): a file is written step by step
 until it reaches its size. The framing is computed here with the C CRC32C and is byte-identical
-to ``RecordWriter``'s (checked in ``tests/test_bench_guard.py``).
+to ``RecordWriter``'s (checked in ``tests/project/test_bench_guard.py``).
 
     python bench/gen.py --sizes 40MB,160MB,1GB --encodings tensor,histo \\
         --multi 4x40MB,4x250MB,4runs40MB

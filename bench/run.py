@@ -243,7 +243,7 @@ def measure_once(
     if measurement.returncode != 0:
         problem = f"exit status {measurement.returncode}: {measurement.stderr_tail[-300:]}"
     elif reader.name in ("floor", "imports", "python") or reader.ready is not None:
-        pass  # reads nothing, or a server (tests/test_bench_guard.py counts its values)
+        pass  # reads nothing, or a server (tests/project/test_bench_guard.py counts its values)
     elif reader.name == "inspect":
         problem = _check_inspect(measurement.stdout, info)
     elif reader.name in ("gradcheck", "gradcheck-1job"):

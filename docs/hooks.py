@@ -9,7 +9,7 @@ A page asks for a generated part with a marker line ``<!-- generated: NAME -->``
 - ``exit-status``: each command's exit-status table, as its ``--help`` prints it.
 
 Docstrings of dataclass fields are not kept at run time, so the fields are read from
-``config.py``'s source with :mod:`ast`. ``tests/test_docs.py`` builds these parts too.
+``config.py``'s source with :mod:`ast`. ``tests/project/test_docs.py`` builds these parts too.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Real runs whose layers' outputs are logged as activation histograms (issue 35), written by
-the real writers in seconds each, for tests/test_activations_real.py:
+the real writers in seconds each, for tests/verdicts/real/test_activations_real.py:
 
 - ``torch_relu_dies``: a ReLU MLP, forward hooks writing ``activations/<layer>``; one batch of
   corrupt targets (-400 where they lie within about ±5) at step 40 drives ``fc2``'s

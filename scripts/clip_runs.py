@@ -14,8 +14,9 @@ step's input) trained with Adam for 40 steps, logged every 2 steps by
 - ``rnn_vanishing``: three plain ``nn.RNN`` layers scaled to 0.3 of their init, SGD 0.01, no
   clip: the first layer's gradient vanishes.
 
-Seeded; seconds each on 2 CPU cores. The tests (``tests/test_clipping_real.py``) write every run
-into a temporary directory, with the pre-clip numbers the loop saw; the clipping guide's transcript
+Seeded; seconds each on 2 CPU cores. The tests
+(``tests/verdicts/real/test_clipping_real.py``) write every run into a temporary directory, with
+the pre-clip numbers the loop saw; the clipping guide's transcript
 reads ``sample_clipping/value`` and ``sample_clipping/none``, written by this script
 (``python scripts/clip_runs.py --out sample_clipping --only none value``).
 """

@@ -17,7 +17,7 @@ callback for the loss), ``loop/`` with a ``tf.GradientTape`` step logged by
 - ``agreeing``: none (the loop averages the loss, as fit does): the runs must agree.
 
 Deterministic (seeded, ``enable_op_determinism``); a few seconds per pair on 2 CPU cores. The
-tests (``tests/test_compare_real.py``) write the pairs into a temporary directory; the docs'
+tests (``tests/compare/test_compare_real.py``) write the pairs into a temporary directory; the docs'
 transcript reads ``sample_pairs/summed_loss``, written by this script
 (``python scripts/compare_pairs.py --out sample_pairs --only summed_loss``).
 """

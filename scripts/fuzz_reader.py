@@ -4,7 +4,7 @@
 
 Each case applies one to four random corruptions (byte flips, removed or duplicated ranges,
 zero runs written or inserted, headers claiming huge lengths) to one of ``tests/data/writers``'
-files, then checks what ``tests/test_fault_injection.py`` checks on fewer cases: every record
+files, then checks what ``tests/events/test_fault_injection.py`` checks on fewer cases: every record
 whose bytes survive is read where it now is, nothing false is read, and the C engine reads and
 reports exactly what the pure-Python reference does. Prints one line per failure (the seed
 and case number reproduce it) and a summary; exits 1 if any case failed.
@@ -25,14 +25,14 @@ if __package__ in (None, ""):  # run as a script: python scripts/fuzz_reader.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gradcheck.engine import fastpath  # noqa: E402
-from tests.test_fastpath import check_file  # noqa: E402
-from tests.test_fault_injection import (  # noqa: E402
+from tests.support.damage import (  # noqa: E402
     KINDS,
     WRITER_FILES,
     Damaged,
     Operation,
     frames_in,
 )
+from tests.support.twins import check_file  # noqa: E402
 
 
 def random_operation(rng: random.Random) -> Operation:

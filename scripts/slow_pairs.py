@@ -16,10 +16,10 @@ epoch, no gradient), trained for 5 epochs of 12 batches with plain SGD twice:
   float32 resolution, the weights stay put (their exact norms move ~1e-10: a few small
   elements' updates survive rounding).
 
-Deterministic (seeded); a few seconds each on 2 CPU cores. ``tests/test_slow_real.py`` writes
-them into a temporary directory; the docs' transcript reads ``sample_slow/tiny_lr`` and
-``sample_slow/healthy``, written by ``python scripts/slow_pairs.py --out sample_slow --only
-tiny_lr healthy``.
+Deterministic (seeded); a few seconds each on 2 CPU cores.
+``tests/verdicts/real/test_slow_real.py`` writes them into a temporary directory; the docs'
+transcript reads ``sample_slow/tiny_lr`` and ``sample_slow/healthy``, written by
+``python scripts/slow_pairs.py --out sample_slow --only tiny_lr healthy``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Real torch runs for the loss-spike rule (issue 35), logged with ``gradcheck.torch`` (exact
 per-parameter gradient norms) and a ``loss`` scalar, seconds each, for
-tests/test_spikes_real.py:
+tests/verdicts/real/test_spikes_real.py:
 
 - ``spikes``: a small model (``embed``, ``hidden``, ``lm_head``) trained with SGD; at steps
   100, 200 and 300 the gradient of ``lm_head.weight`` is multiplied by 300 before the update

@@ -14,7 +14,8 @@ with ``SGD(0.1)`` for 300 steps, its weights logged by ``tf.summary.histogram`` 
   weights and a held-out loss (``val_loss``) logged as above: an evaluation log;
 - ``trained``: the loop with ``apply_gradients``, the healthy twin.
 
-Deterministic (seeded); a few seconds each. ``tests/test_never_trained_real.py`` writes them.
+Deterministic (seeded); a few seconds each.
+``tests/verdicts/real/test_never_trained_real.py`` writes them.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.library_runs import CALLBACK_NEEDED, LibraryLogs, WriterProcesses
-from tests.synthetic_runs import write_run
+from tests.support.library_runs import CALLBACK_NEEDED, LibraryLogs, WriterProcesses
+from tests.support.synthetic_runs import write_run
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def library_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LibraryLogs]:
-    """The real libraries' logs (tests/library_runs.py), written once per session."""
+    """The real libraries' logs (tests/support/library_runs.py), written once per session."""
     logs = LibraryLogs(tmp_path_factory.mktemp("library_logs"))
     yield logs
     logs.stop()
@@ -32,7 +32,7 @@ def library_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LibraryLo
 @pytest.fixture(scope="session")
 def callback_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WriterProcesses]:
     """Trainings with gradcheck.hf's and gradcheck.lightning's callbacks and every logger
-    (tests/callback_logs.py), written once per session."""
+    (tests/support/callback_logs.py), written once per session."""
     logs = WriterProcesses("callback_logs.py", CALLBACK_NEEDED, tmp_path_factory.mktemp("cb"))
     yield logs
     logs.stop()

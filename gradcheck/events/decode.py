@@ -32,7 +32,7 @@ HPARAMS_PLUGIN = "hparams"
 _BLOB_FIELDS = {4: "graph_def", 8: "tagged_run_metadata", 9: "meta_graph_def"}
 
 _FLOAT64 = np.dtype("<f8")
-# types.proto's DataType values (checked against tensorboard's in tests/test_fastpath.py)
+# types.proto's DataType values (checked against tensorboard's in tests/engine/test_fastpath.py)
 DT_FLOAT, DT_DOUBLE, DT_HALF = 1, 2, 19
 _NUMPY_DTYPES: dict[int, np.dtype[Any]] = {
     DT_FLOAT: np.dtype("<f4"),

@@ -1659,7 +1659,7 @@ done:
  * and series.batch._fingerprints. numpy stays the reference: every step below mirrors one numpy
  * expression there, with numpy's NaN rules (np.maximum / np.minimum / np.clip propagate NaN).
  * Sums over buckets use numpy's pairwise order where numpy sums (``.sum``), a plain loop where it
- * uses einsum: those may differ from numpy in the last bits (tests/test_fastpath.py allows a
+ * uses einsum: those may differ from numpy in the last bits (tests/engine/test_fastpath.py allows a
  * relative 1e-6 on the statistics, nothing on the fingerprints). */
 
 #define N_STATS 25
@@ -2677,7 +2677,7 @@ static PyMethodDef module_methods[] = {
 };
 
 /* The numbers Python shares with this file, exported as ``SHARED`` (a dict) so that
- * tests/test_native_shared.py checks each against its one Python definition
+ * tests/engine/test_twin_contract.py checks each against its one Python definition
  * (gradcheck/native/shared.py says where each is). */
 static const struct {
     const char *name;

@@ -1,8 +1,8 @@
 """The numbers the C extension and Python share, each defined once on the Python side.
 
 ``_scan.c`` has its own copies (enums and macros: C cannot import these) and exports them as
-``_scan.SHARED``; ``tests/test_native_shared.py`` checks every one against its definition here,
-or where it belongs in Python:
+``_scan.SHARED``; ``tests/engine/test_twin_contract.py`` checks every one against its definition
+here, or where it belongs in Python:
 
 - here: how a scan stopped (``STOP_*``), the kinds of the rows it writes (``K_*``), their flags
   (``FLAG_*``) and the bits of its tally (``WHAT_*``: an Event's field; ``ENCODING_*``);

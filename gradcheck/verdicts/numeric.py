@@ -1,6 +1,6 @@
 """numpy, exactly, for the small arrays the verdicts take: ``median``, ``nanmedian``,
 ``nanmax``, ``nan_to_num`` and ``percentile`` give ``float(np.median(...))`` and the like bit
-for bit (``tests/test_fast_numpy.py`` checks each against numpy), without numpy's dispatch
+for bit (``tests/verdicts/test_fast_numpy.py`` checks each against numpy), without numpy's dispatch
 (analysis takes ~1,000 medians a run, several calls a parameter) and without the ``numpy.ma``
 import that ``np.nanmedian`` and ``np.percentile`` pay at start-up. Use numpy itself anywhere
 else.

@@ -1,0 +1,108 @@
+"""What each light command imports (issue 36's start-up): a test of the modules in
+``sys.modules`` after the CLI's ``main`` ran in a fresh interpreter, never of a time, so that
+a top-level import that brings numpy, rich or the model back into ``--help`` fails here
+however loaded the machine. ``bench/startup.py`` measures what these imports cost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.fresh_interpreter import MODULES_LINE, modules_imported_by
+from tests.support.paths import REPO
+
+TINY_RUN = REPO / "sample_runs" / "torch_clipped"
+
+THIRD_PARTY = (
+    "numpy",
+    "pandas",
+    "rich",
+    "tensorboard",
+    "google",  # protobuf (google.protobuf), google-re2's re2 is below
+    "re2",
+    "plotly",
+    "fsspec",
+    "dask",
+    "tomllib",
+    "torch",
+    "tensorflow",
+    "keras",
+)
+"""Packages none of the light commands needs (tomllib: no configuration file to parse)."""
+
+CORE = (
+    "gradcheck.model",
+    "gradcheck.pipeline",
+    "gradcheck.engine",
+    "gradcheck.series",
+    "gradcheck.verdicts.detect",
+    "gradcheck.tags",
+    "gradcheck.report.table",
+    "gradcheck.report.json_format",
+)
+"""gradcheck's own modules that ``--help`` and ``--version`` do not need: the data model (its
+dataclasses take longer to create than click takes to import), the reading and judging,
+the formatters."""
+
+
+def imported_by_cli(tmp_path: Path, *args: str, roots: tuple[str, ...]) -> list[str]:
+    """The modules under ``roots`` imported by ``gradcheck ARGS`` (the entry point, in a
+    fresh interpreter, run from ``tmp_path``: no project's pyproject.toml to read), listed
+    as the process ends (``main`` ends it with ``os._exit``); its status must be 0."""
+    exit_line = MODULES_LINE.format(roots=roots)
+    code = (
+        "import os, sys\n"
+        f"os.chdir({str(tmp_path)!r})\n"
+        "import gradcheck.cli\n"
+        "real_exit = os._exit\n"
+        "def listed_exit(status):\n"
+        f"    {exit_line}\n"
+        "    real_exit(3 if status else 0)\n"
+        "os._exit = listed_exit\n"
+        f"sys.argv = ['gradcheck', *{list(args)!r}]\n"
+        "gradcheck.cli.main()\n"
+    )
+    return modules_imported_by(code, roots)
+
+
+def _under(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes)]
+
+
+@pytest.mark.parametrize(
+    "args", [("--help",), ("--version",), ("analyze", "--help"), ("export", "--help")]
+)
+def test_help_and_version_import_no_numpy_rich_protobuf_nor_the_model(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    imported = imported_by_cli(tmp_path, *args, roots=(*THIRD_PARTY, "gradcheck"))
+    assert _under(imported, THIRD_PARTY) == []
+    assert _under(imported, CORE) == []
+    assert "gradcheck.cli" in imported  # the listing sees the CLI's own modules
+
+
+def test_a_json_analysis_imports_numpy_but_not_rich_protobuf_pandas_or_html(
+    tmp_path: Path,
+) -> None:
+    args = ("analyze", str(TINY_RUN), "--format", "json", "--fail-on", "none", "--no-progress")
+    imported = imported_by_cli(tmp_path, *args, roots=(*THIRD_PARTY, "gradcheck"))
+    assert {m.split(".")[0] for m in _under(imported, THIRD_PARTY)} == {"numpy"}
+    assert "gradcheck.report.json_format" in imported
+    assert _under(imported, ("gradcheck.report.table", "gradcheck.report.html")) == []
+
+
+def test_the_table_imports_rich_but_not_the_other_formats(tmp_path: Path) -> None:
+    args = ("analyze", str(TINY_RUN), "--fail-on", "none", "--no-progress")
+    imported = imported_by_cli(tmp_path, *args, roots=(*THIRD_PARTY, "gradcheck"))
+    assert {m.split(".")[0] for m in _under(imported, THIRD_PARTY)} == {"numpy", "rich"}
+    others = ("json_format", "html", "html_charts", "markdown", "csv", "github", "junit")
+    assert _under(imported, tuple(f"gradcheck.report.{name}" for name in others)) == []
+
+
+def test_inspect_json_imports_no_rich(tmp_path: Path) -> None:
+    imported = imported_by_cli(
+        tmp_path, "inspect", str(TINY_RUN), "--format", "json", roots=("rich", "gradcheck")
+    )
+    assert _under(imported, ("rich", "gradcheck.report.table", "gradcheck.verdicts.detect")) == []
+    assert "gradcheck.report.inspect_view" in imported
