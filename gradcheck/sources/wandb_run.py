@@ -84,7 +84,7 @@ def _has_header(path: str) -> bool:
         return False
 
 
-@dataclass
+@dataclass(eq=False)
 class _State:
     """What a run's rows carry over: the largest element count seen per watched parameter,
     the last trainer step (see the module docstring)."""
