@@ -32,7 +32,7 @@ BASE_SEVERITY: Mapping[Verdict, float] = {
 }
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class Finding:
     verdict: Verdict
     severity: float
@@ -44,7 +44,7 @@ class Finding:
     """Last step of the episode the finding describes (a rise above the exploding threshold)."""
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class Excuse:
     """Why a rule did not fire although a signal crossed its threshold: shown in the
     parameter's notes (``--all``, JSON), because the user cannot see it otherwise."""
