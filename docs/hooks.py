@@ -6,7 +6,9 @@ A page asks for a generated part with a marker line ``<!-- generated: NAME -->``
   allowed values (``RANGES``), with the first sentence of its docstring;
 - ``thresholds``: every threshold with its whole docstring (where its value comes from),
   grouped by the source's ``# --- section ---`` comments;
-- ``exit-status``: each command's exit-status table, as its ``--help`` prints it.
+- ``exit-status``: each command's exit-status table, as its ``--help`` prints it;
+- ``verdict-registry``: each verdict's entry in ``gradcheck/verdicts/registry.py``: its rank,
+  base severity, rule, what the rule judges, and whether the default ``--fail-on`` has it.
 
 Docstrings of dataclass fields are not kept at run time, so the fields are read from
 ``config.py``'s source with :mod:`ast`. ``tests/project/test_docs.py`` builds these parts too.
@@ -108,7 +110,38 @@ def exit_status() -> str:
     return "\n".join(parts)
 
 
-GENERATORS = {"config-table": config_table, "thresholds": thresholds, "exit-status": exit_status}
+PHASES = {
+    "blow_up": "each parameter, every step",
+    "quiet": "each parameter, the steps before the run's blow-up",
+    "loss": "the run's training loss",
+    "activation": "each layer's outputs (activation histograms)",
+}
+
+
+def verdict_registry() -> str:
+    """The verdicts as the registry declares them, most severe first."""
+    from gradcheck.verdicts.registry import ENTRIES
+
+    rows = [
+        "| rank | verdict | base severity | rule | judges | default `--fail-on` |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for rank, entry in enumerate(ENTRIES, 1):
+        module, _, function = entry.rule.rpartition(".")
+        rule = f"`rules/{module}.py` `{function}`" if entry.rule else "none (no finding)"
+        phase = next((e.phase for e in ENTRIES if e.rule == entry.rule and e.phase), "")
+        judges = PHASES.get(phase, "")
+        fails = "yes" if entry.fail_on else "no"
+        rows.append(f"| {rank} | {entry.name} | {entry.severity:g} | {rule} | {judges} | {fails} |")
+    return "\n".join(rows)
+
+
+GENERATORS = {
+    "config-table": config_table,
+    "thresholds": thresholds,
+    "exit-status": exit_status,
+    "verdict-registry": verdict_registry,
+}
 
 
 def expand(markdown: str) -> str:

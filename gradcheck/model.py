@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Literal
 
 from gradcheck.events.records import (
     TENSORBOARD,
@@ -39,6 +39,7 @@ from gradcheck.series.data import (
     ScalarSeries,
     SeriesKey,
 )
+from gradcheck.verdicts.registry import RUN_VERDICTS, VERDICTS, RunVerdict, Verdict
 
 __all__ = [  # the records and RunData re-exported, then what is defined here
     "TENSORBOARD",
@@ -98,28 +99,6 @@ if TYPE_CHECKING:  # annotations only: `gradcheck --version` / `--help` need no 
 # --------------------------------------------------------------------------------------------
 # Report: what detection produces and the formatters render.
 # --------------------------------------------------------------------------------------------
-
-Verdict = Literal[
-    "nan",
-    "exploding",
-    "diverging",
-    "vanishing",
-    "dead",
-    "saturated",
-    "static",
-    "slow",
-    "overflow",
-    "ok",
-]
-VERDICTS: tuple[Verdict, ...] = get_args(Verdict)  # worst first, as the Literal lists them
-"""Most severe first. ``diverging``: the run's training loss rose by orders of magnitude over
-its start and never came back below it (the ``(training loss)`` row). ``dead``: a layer's
-outputs (an activation histogram) almost all exactly zero, and staying so (ReLU units that
-stopped firing). ``saturated``: a bounded layer's outputs (tanh, sigmoid) almost all at its
-bounds, where its derivative is near zero. ``slow``: weights that move, but orders of magnitude
-less per update than healthy training's (a learning rate far too small). ``overflow``: a few
-gradient steps non-finite under dynamic loss scaling, skipped by the optimizer (mixed
-precision), the run otherwise finite."""
 
 GLOBAL_NORM_ROW = "(global gradient norm)"
 LOSS_ROW = "(training loss)"
@@ -310,9 +289,6 @@ class RunReport:
 # Sweep: the view over many runs (verdicts/sweep.py), above the per-run sections.
 # --------------------------------------------------------------------------------------------
 
-RunVerdict = Verdict | Literal["unjudged"]
-"""A run's verdict in a sweep: its worst parameter's, or ``unjudged`` (nothing to judge)."""
-RUN_VERDICTS: tuple[RunVerdict, ...] = (*VERDICTS, "unjudged")
 HParamSource = Literal["logged", "run name"]
 """Where a sweep's hyperparameter came from: the HParams plugin, or the runs' directory names."""
 RelationKind = Literal["at_least", "at_most", "value", "rates"]

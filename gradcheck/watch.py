@@ -23,6 +23,7 @@ from gradcheck.pipeline import analyze_parts, report_of
 from gradcheck.tags import DEFAULT_RULES, TagRules
 from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
 from gradcheck.verdicts.gate import DEFAULT_FAIL_ON, fails, parse_fail_on
+from gradcheck.verdicts.registry import OK
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ def changed_layers(before: Report | None, after: Report) -> tuple[Change, ...]:
     for run in after.runs:
         for layer in run.layers:
             old = was.get((run.run, layer.name))
-            if old is None and before is None and layer.verdict == "ok":
+            if old is None and before is None and layer.verdict == OK:
                 continue
             if old is not None and (old.verdict, old.first_bad_step) == (
                 layer.verdict,

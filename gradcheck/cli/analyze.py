@@ -34,6 +34,7 @@ from gradcheck.cli.status import ExitStatus
 from gradcheck.errors import InputError
 from gradcheck.report.interface import Env, FormatOptions
 from gradcheck.verdicts.gate import DEFAULT_FAIL_ON, failing_layers, nothing_to_judge, parse_fail_on
+from gradcheck.verdicts.registry import FINDINGS, VERDICTS
 
 if TYPE_CHECKING:
     from gradcheck.model import Report
@@ -50,8 +51,13 @@ Exit status:
   130  interrupted (Ctrl-C, SIGINT)
   143  terminated (SIGTERM)"""
 
+ANALYZE_HELP = f"""Judge every parameter of the runs under PATH... (event files or directories).
 
-@click.command(epilog=EXIT_STATUS_HELP)
+Verdicts: {", ".join(VERDICTS)}; worst first, with the numbers behind each; and the training
+loss's spikes."""
+
+
+@click.command(epilog=EXIT_STATUS_HELP, help=ANALYZE_HELP)
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...", shell_complete=complete_paths)
 @format_options(FORMAT_CHOICES, "report")
 @click.option(
@@ -64,8 +70,7 @@ Exit status:
     help="Also write the report in FORMAT to FILE (repeatable; stdout keeps --format).",
 )
 @fail_on_option(
-    "Verdicts that make the exit status 1: comma list of nan, exploding, vanishing, "
-    "dead, saturated, static, slow, overflow; or any; or none."
+    f"Verdicts that make the exit status 1: comma list of {', '.join(FINDINGS)}; or any; or none."
 )
 @top_option("List at most N layers with findings per run (table; markdown: findings).")
 @click.option(
@@ -99,11 +104,7 @@ def analyze(
     steps: str | None,
     reading: Reading,
 ) -> ExitStatus:
-    """Judge every parameter of the runs under PATH... (event files or directories).
-
-    Verdicts: nan, exploding, vanishing, dead, saturated, static, slow, overflow, ok; worst
-    first, with the numbers behind each; and the training loss's spikes.
-    """
+    """Judge every parameter of the runs under PATH... (:data:`ANALYZE_HELP`)."""
     from gradcheck.events.steps import StepWindow
     from gradcheck.pipeline import analyze as run_analysis
 

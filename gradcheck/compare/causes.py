@@ -23,6 +23,7 @@ from gradcheck.compare.matching import without_model_scope
 from gradcheck.model import Cause, ParameterComparison
 from gradcheck.report.view import plural
 from gradcheck.verdicts.numeric import median
+from gradcheck.verdicts.registry import ENTRIES
 
 NAMES_SHOWN = 3
 
@@ -147,7 +148,7 @@ def _moving_in_one_run(
 
 def _blew_up(both: Sequence[ParameterComparison]) -> bool:
     """Whether either run's verdicts say it blew up: its ratios then measure the blow-up."""
-    bad = {"nan", "exploding", "overflow"}
+    bad = {entry.name for entry in ENTRIES if entry.skews_ratios}
     return any(p.verdict_a in bad or p.verdict_b in bad for p in both)
 
 

@@ -33,6 +33,7 @@ from gradcheck.report.interface import Formatter
 from gradcheck.report.sweep_view import sweep_lines
 from gradcheck.report.view import plural, report_summary, spikes_line
 from gradcheck.verdicts.gate import FINDINGS, failing_runs, fails
+from gradcheck.verdicts.registry import OK
 
 LIMIT = 10
 """Annotations of each level GitHub shows for a step (errors, warnings, notices); the rest are
@@ -100,7 +101,7 @@ def _groups(
     most severe finding first)."""
     by_verdict: dict[Verdict, list[LayerResult]] = {}
     for layer in run.layers:
-        if layer.verdict != "ok":
+        if layer.verdict != OK:
             by_verdict.setdefault(layer.verdict, []).append(layer)
     groups = []
     for verdict, layers in by_verdict.items():

@@ -37,8 +37,10 @@ from gradcheck.report.view import (
     spikes_line,
     verdict_counts,
 )
+from gradcheck.verdicts.registry import ENTRIES, OK, UNJUDGED, UNJUDGED_CSS, entry
 
-STYLE = """
+STYLE = (
+    """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
 max-width:1280px;padding:12px;color:#222}
 h1{font-size:1.4em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ccc}
@@ -49,12 +51,14 @@ p,h1,h2,h3{overflow-wrap:anywhere}.plotly-graph-div{max-width:100%;overflow:hidd
 .scroll{overflow-x:auto}table{border-collapse:collapse;font-size:.9em}
 th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;white-space:nowrap}
 th{cursor:pointer;user-select:none;background:#f6f6f6}td.num{text-align:right}
-.nan,.exploding,.diverging{color:#b00020;font-weight:bold}.vanishing{color:#8a6d00}.static{color:#6a3d9a}
-.slow{color:#795548}.dead{color:#455a64;font-weight:bold}.saturated{color:#e65100}.overflow{color:#1f5fa8}.ok{color:#2e7d32}.hint{color:#555}.chart{width:100%}
-.diverging{color:#b00020}.unjudged{color:#777}.meta{color:#555;margin:.2em 0}
+.hint{color:#555}.chart{width:100%}.meta{color:#555;margin:.2em 0}
 .advice td{border:0;white-space:normal;padding:1px 8px}.advice td:first-child{font-weight:bold}
 details{margin:.8em 0}summary{cursor:pointer;color:#333}
 """
+    + "".join(f".{e.name}{{{e.css}}}\n" for e in ENTRIES)
+    + f".{UNJUDGED}{{{UNJUDGED_CSS}}}\n"
+)
+"""The page's style, each verdict's class as its registry entry says (``.exploding``)."""
 
 SORT_SCRIPT = """
 document.querySelectorAll("table.sortable th").forEach(function (th, column) {
@@ -127,10 +131,10 @@ class HtmlFormatter(Formatter):
             heading = f"{'Gradient' if gradients else 'Weight'} norm by layer and logged step"
             parts += [f"<h3>{heading}</h3>", self._charts.div(heatmap)]
         for row in view.rows:
-            if row.verdict != "static":
+            if entry(row.verdict).charted:
                 parts += _group_heading(row)
                 parts.append(self._charts.div(html_charts.group_figure(row, escape)))
-        frozen = [row for row in view.rows if row.verdict == "static"]
+        frozen = [row for row in view.rows if not entry(row.verdict).charted]
         if frozen:
             parts += _frozen(frozen)
         if run.clipping is not None and clipping_applies(run, self.options.clip):
@@ -186,7 +190,9 @@ def _overview(runs: list[RunReport], views: list[LayerView], sweep: Sweep | None
     for number, (run, view) in numbered:
         counts = verdict_counts(run)
         shown = [f'<span class="{v}">{counts[v]} {escape(v)}</span>' for v in counts if counts[v]]
-        verdicts = " · ".join(shown) if run.judgeable else '<span class="unjudged">unjudged</span>'
+        verdicts = (
+            " · ".join(shown) if run.judgeable else f'<span class="{UNJUDGED}">{UNJUDGED}</span>'
+        )
         worst = view.rows[0] if view.rows else None
         finding = (
             ""
@@ -293,7 +299,7 @@ def _evidence(layers: tuple[LayerResult, ...]) -> str:
     seen: set[str] = set()
     items = []
     for layer in layers:
-        if layer.verdict == "ok":
+        if layer.verdict == OK:
             continue
         text = "; ".join(filter(None, (layer.evidence, *layer.notes)))
         item = f"<li><code>{escape(layer.name)}</code>: {escape(text)}"

@@ -28,6 +28,7 @@ from gradcheck.report.numbers import format_steps
 from gradcheck.report.sweep_view import sweep_lines
 from gradcheck.report.view import finding_lines
 from gradcheck.verdicts.gate import fails
+from gradcheck.verdicts.registry import OK
 
 NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 """Characters outside XML 1.0's ``Char`` production."""
@@ -93,7 +94,7 @@ def _case(run: RunReport, layer: LayerResult, fail_on: frozenset[Verdict]) -> ET
         failure = _element("failure", type=layer.verdict, message=layer.evidence)
         _text(failure, _details(layer))
         case.append(failure)
-    elif layer.verdict != "ok":
+    elif layer.verdict != OK:
         _text(ET.SubElement(case, "system-out"), _details(layer))
     elif _unjudged(layer):
         case.append(_element("skipped", message="logged at fewer than 2 steps: not judged"))

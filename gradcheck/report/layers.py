@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from gradcheck.model import VERDICTS, LayerResult, RunReport, Verdict
 from gradcheck.report.advice import Advice, verdict_advice
+from gradcheck.verdicts.registry import OK
 
 ELLIPSIS = "…"
 
@@ -150,7 +151,7 @@ def _layer_name(layer: LayerResult, prefix: str) -> str:
 
 def _single(name: str, members: list[LayerResult]) -> LayerRow | None:
     """The row of one layer (None when none of its parameters has a finding)."""
-    findings = sorted((p for p in members if p.verdict != "ok"), key=_rank)
+    findings = sorted((p for p in members if p.verdict != OK), key=_rank)
     if not findings:
         return None
     verdict = findings[0].verdict
@@ -216,4 +217,4 @@ def _folded(previous: LayerRow, row: LayerRow) -> LayerRow:
     )
 
 
-_HEALTHY = LayerRow(verdict="ok", layers=(), parameters=(), onset=None, members=(), depth=-1)
+_HEALTHY = LayerRow(verdict=OK, layers=(), parameters=(), onset=None, members=(), depth=-1)

@@ -27,19 +27,9 @@ from gradcheck.report.view import (
     select_layers,
     spikes_line,
 )
+from gradcheck.verdicts.registry import ENTRIES
 
-MARKS = {
-    "nan": "🟥",
-    "exploding": "🟥",
-    "diverging": "🟧",
-    "vanishing": "🟨",
-    "dead": "⬛",
-    "saturated": "🟧",
-    "static": "🟪",
-    "slow": "🟫",
-    "overflow": "🟦",
-    "ok": "🟩",
-}
+MARKS: dict[str, str] = {entry.name: entry.mark for entry in ENTRIES}
 
 
 class MarkdownFormatter(Formatter):

@@ -48,20 +48,10 @@ from gradcheck.report.view import (
     spikes_line,
     verdict_counts,
 )
+from gradcheck.verdicts.registry import ENTRIES, OK, VERDICTS
 
-VERDICT_STYLES = {
-    "nan": "bold red",
-    "exploding": "red",
-    "diverging": "red",
-    "vanishing": "yellow",
-    "dead": "bright_black",
-    "saturated": "dark_orange",
-    "static": "magenta",
-    "slow": "blue",
-    "overflow": "cyan",
-    "ok": "green",
-}
-VERDICT_WIDTH = 9  # "exploding", "vanishing"
+VERDICT_STYLES: dict[str, str] = {entry.name: entry.style for entry in ENTRIES}
+VERDICT_WIDTH = max(len(verdict) for verdict in VERDICTS)  # exploding, vanishing: 9
 MIN_STEP_WIDTH = 5  # "first"
 NUMBER_WIDTH = 6  # "1.2e-7"
 MIN_TREND, MAX_TREND = 8, 24
@@ -89,7 +79,7 @@ class TableFormatter(Formatter):
             self._print_run(console, run)
         for warning in each_string(report.warnings, terminal):  # they quote names
             console.print(Text(f"warning: {warning}", style="yellow"))
-        findings = any(layer.verdict != "ok" for run in report.runs for layer in run.layers)
+        findings = any(layer.verdict != OK for run in report.runs for layer in run.layers)
         if findings and not self._detailed:
             console.print(Text(POINTER, style="dim"))
         return console_text(console)

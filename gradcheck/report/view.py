@@ -22,6 +22,7 @@ from gradcheck.model import (
 )
 from gradcheck.report.numbers import MISSING, format_number, format_ratio, format_steps
 from gradcheck.verdicts.gate import fails
+from gradcheck.verdicts.registry import BLOW_UPS, OK
 
 
 @dataclass(eq=False)
@@ -62,8 +63,8 @@ def select_layers(run: RunReport, top: int | None, show_all: bool) -> LayerSelec
     """Findings worst first, at most ``top`` of them; with ``show_all`` every parameter."""
     if show_all:
         return LayerSelection(listed=tuple(run.layers), hidden=(), folded=())
-    findings = tuple(layer for layer in run.layers if layer.verdict != "ok")
-    healthy = tuple(layer for layer in run.layers if layer.verdict == "ok")
+    findings = tuple(layer for layer in run.layers if layer.verdict != OK)
+    healthy = tuple(layer for layer in run.layers if layer.verdict == OK)
     cut = len(findings) if top is None else max(top, 0)
     return LayerSelection(listed=findings[:cut], hidden=findings[cut:], folded=healthy)
 
@@ -100,8 +101,8 @@ def report_summary(report: Report) -> str:
     for run in report.runs:
         for verdict, count in verdict_counts(run).items():
             totals[verdict] += count
-    findings = sum(count for verdict, count in totals.items() if verdict != "ok")
-    detail = counts_phrase({v: c for v, c in totals.items() if v != "ok"}).replace(" · ", ", ")
+    findings = sum(count for verdict, count in totals.items() if verdict != OK)
+    detail = counts_phrase({v: c for v, c in totals.items() if v != OK}).replace(" · ", ", ")
     text = f"{plural(len(report.runs), 'run')}, {plural(findings, 'finding')}"
     return f"{text} ({detail})" if findings else text
 
@@ -131,7 +132,7 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-CLIP_VERDICTS = ("nan", "exploding")
+CLIP_VERDICTS = BLOW_UPS
 """Verdicts after which clipping advice applies: the run blew up or went NaN. Not after a
 loss that diverged alone: clipping does not prevent that (the ``diverging`` evidence says what
 the clip did), a lower learning rate does."""
@@ -290,7 +291,7 @@ def notes_for(layers: tuple[LayerResult, ...], every: bool) -> tuple[list[Note],
     seen_hints: set[str] = set()
     left_out = 0
     for layer in layers:
-        if layer.verdict == "ok":
+        if layer.verdict == OK:
             if every and layer.notes:
                 notes.append(Note(layer=layer, hint="", excuses=layer.notes))
             continue

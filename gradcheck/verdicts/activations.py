@@ -22,7 +22,9 @@ from gradcheck.model import VERDICTS, HistogramSeries, LayerResult, Reference, R
 from gradcheck.tags import DEFAULT_RULES, TagRules
 from gradcheck.verdicts.clipping import chart_series, downsample
 from gradcheck.verdicts.numeric import median
+from gradcheck.verdicts.registry import OK
 from gradcheck.verdicts.rules.base import Excuse, Finding, RunContext
+from gradcheck.verdicts.rules.shares import charted, threshold_of
 
 BoundKind = Literal["tanh", "sigmoid"]
 
@@ -161,32 +163,22 @@ def _result(
     rules: tuple[ActivationRule, ...],
     charts: bool,
 ) -> LayerResult:
-    from gradcheck.verdicts.detect import rule_failed_note  # the one wording of a rule's bug
+    from gradcheck.verdicts.passes import outcomes  # the passes run the rules (and import this)
 
-    findings: list[Finding] = []
-    notes: list[str] = []
-    for rule in rules:
-        try:
-            outcome = rule(activation, context)
-        except Exception as error:  # a bug in one rule costs this verdict, not the report
-            notes.append(rule_failed_note(rule, error))
-            continue
-        if isinstance(outcome, Finding):
-            findings.append(outcome)
-        elif isinstance(outcome, Excuse):
-            notes.append(f"not {outcome.verdict}: {outcome.reason}")
+    findings, notes = outcomes(activation, context, rules)
     findings.sort(key=lambda f: VERDICTS.index(f.verdict))
     flags: tuple[Verdict, ...] = tuple(dict.fromkeys(f.verdict for f in findings))
-    quantity, values = _charted(activation, flags)
+    which = charted(activation, flags)
+    quantity, values = QUANTITIES[which], getattr(activation, which)
     numbers = _numbers(activation)
     for finding in findings:
         numbers.update(finding.numbers)
-    threshold = _threshold(flags, context)
+    threshold = threshold_of(flags, context.config)
     return LayerResult(
         name=activation.name,
         weight_tag=None,
         grad_tag=None,
-        verdict=flags[0] if flags else "ok",
+        verdict=flags[0] if flags else OK,
         flags=flags,
         severity=max((f.severity for f in findings), default=0.0),
         first_bad_step=findings[0].first_bad_step if findings else None,
@@ -208,25 +200,8 @@ def _result(
     )
 
 
-ZERO_QUANTITY = "share of outputs exactly 0"
-BOUND_QUANTITY = "share of outputs near the bounds"
-
-
-def _charted(activation: Activation, flags: tuple[Verdict, ...]) -> tuple[str, np.ndarray]:
-    """The share a row's trend and chart show: near the bounds for a saturated layer (or a
-    bounded one without finding), else exact zeros."""
-    bounded = activation.bound_kind is not None and "dead" not in flags
-    if "saturated" in flags or bounded:
-        return BOUND_QUANTITY, activation.bound
-    return ZERO_QUANTITY, activation.zero
-
-
-def _threshold(flags: tuple[Verdict, ...], context: RunContext) -> float | None:
-    if "dead" in flags:
-        return context.config.dead_zero_share
-    if "saturated" in flags:
-        return context.config.saturated_share
-    return None
+QUANTITIES = {"zero": "share of outputs exactly 0", "bound": "share of outputs near the bounds"}
+"""What a row's trend shows, by the share charted (:func:`.rules.shares.charted`)."""
 
 
 def _numbers(activation: Activation) -> dict[str, float | int | None]:

@@ -21,9 +21,9 @@ from typing import Any
 
 from gradcheck.errors import ConfigError
 from gradcheck.events.storage import file_kind
-from gradcheck.model import VERDICTS
+from gradcheck.verdicts.registry import FINDINGS
 
-FAIL_ON_CHOICES = (*(verdict for verdict in VERDICTS if verdict != "ok"), "any", "none")
+FAIL_ON_CHOICES = (*FINDINGS, "any", "none")
 
 
 @dataclass(frozen=True)

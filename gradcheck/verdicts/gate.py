@@ -5,31 +5,29 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gradcheck.errors import ConfigError
+from gradcheck.verdicts.registry import DEFAULT_FAIL_ON, FINDINGS, Verdict
 
 if TYPE_CHECKING:  # the model's dataclasses: not imported for `gradcheck --help` (issue 36)
-    from gradcheck.model import LayerResult, Report, RunReport, Verdict
+    from gradcheck.model import LayerResult, Report, RunReport
 
-    FINDINGS: tuple[Verdict, ...]
-
-DEFAULT_FAIL_ON = "nan,exploding,diverging"
+__all__ = [
+    "DEFAULT_FAIL_ON",
+    "FINDINGS",
+    "HOLDS_SHOWN",
+    "LOGGING_ADVICE",
+    "failing_layers",
+    "failing_runs",
+    "fails",
+    "findings",
+    "nothing_to_judge",
+    "parse_fail_on",
+]
 
 
 def findings() -> tuple[Verdict, ...]:
-    """Every verdict but ``ok``, most severe first: what ``--fail-on any`` means.
-
-    Made from :data:`gradcheck.model.VERDICTS` when first asked for, not at import: the CLI's
-    options and formats name :data:`DEFAULT_FAIL_ON`, and ``gradcheck --help`` should not
-    create the model's dataclasses to print it (``bench/startup.py``)."""
-    from gradcheck.model import VERDICTS
-
-    return tuple(v for v in VERDICTS if v != "ok")
-
-
-def __getattr__(name: str) -> object:
-    # ``FINDINGS``, the tuple of :func:`findings`, made on first use (PEP 562).
-    if name == "FINDINGS":
-        return findings()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """Every verdict but ``ok``, most severe first: what ``--fail-on any`` means
+    (:data:`.registry.FINDINGS`)."""
+    return FINDINGS
 
 
 def parse_fail_on(text: str) -> frozenset[Verdict]:

@@ -31,6 +31,7 @@ from gradcheck.model import (
     Sweep,
     SweepRun,
 )
+from gradcheck.verdicts.registry import ENTRIES, FINDINGS, OK, UNJUDGED
 from gradcheck.verdicts.run_names import name_components, name_hparams
 
 AUTO_HPARAM_RUNS = 3
@@ -44,16 +45,8 @@ the table) nobody reads them first. Fewer unrelated runs (``sample_runs``' 7 exa
 run by run, and their report stays as it was."""
 MAX_VALUE_GROUPS = 4  # rates per value up to this many values, else on each side of a split
 FINDING = "finding"
-PHRASES = {
-    "nan": "went NaN",
-    "exploding": "exploded",
-    "diverging": "diverged",
-    "vanishing": "had vanishing gradients",
-    "dead": "had dead layers",
-    "saturated": "had saturated layers",
-    "static": "had static weights",
-    "slow": "learned slowly",
-    "overflow": "overflowed",
+PHRASES: dict[str, str] = {
+    **{entry.name: entry.phrase for entry in ENTRIES if entry.phrase},
     FINDING: "had a finding",
 }
 
@@ -105,7 +98,7 @@ def summarize(runs: Sequence[RunReport]) -> Sweep:
     sources: dict[str, HParamSource] = {
         name: "logged" if name in logged else "run name" for name in names
     }
-    judged = [entry for entry in entries if entry.verdict != "unjudged"]
+    judged = [entry for entry in entries if entry.verdict != UNJUDGED]
     relations = [rel for name in names for rel in relations_of(name, judged)]
     # clean splits first, then by name, the split that holds the most runs first
     relations.sort(key=lambda rel: (rel.kind == "rates", rel.hparam, -rel.groups[0].matching))
@@ -119,12 +112,12 @@ def summarize(runs: Sequence[RunReport]) -> Sweep:
 
 
 def _entry(run: RunReport, hparams: dict[str, HParamValue]) -> SweepRun:
-    findings = [layer for layer in run.layers if layer.verdict != "ok"]
+    findings = [layer for layer in run.layers if layer.verdict != OK]
     worst = min(
         findings, key=lambda layer: (VERDICTS.index(layer.verdict), -layer.severity), default=None
     )
     flags = {flag for layer in run.layers for flag in layer.flags}
-    verdict: RunVerdict = "unjudged" if not run.judgeable or not run.layers else "ok"
+    verdict: RunVerdict = UNJUDGED if not run.judgeable or not run.layers else OK
     if worst is not None:
         verdict = worst.verdict
     return SweepRun(
@@ -150,7 +143,7 @@ def relations_of(name: str, runs: Sequence[SweepRun]) -> list[HParamRelation]:
         return []  # a text value per run: a name or an id, not a setting
     found: list[HParamRelation] = []
     seen: list[list[bool]] = []
-    for verdict in [*(v for v in VERDICTS if v != "ok"), FINDING]:
+    for verdict in [*FINDINGS, FINDING]:
         marks = [_has(run, verdict) for run in having]
         if not any(marks) or all(marks) or marks in seen:
             continue  # no run, every run, or the same runs as a more telling verdict

@@ -16,20 +16,11 @@ import numpy as np
 from gradcheck.model import Verdict
 from gradcheck.verdicts.config import Config
 from gradcheck.verdicts.numeric import median
+from gradcheck.verdicts.registry import ENTRIES
 from gradcheck.verdicts.signals import GradientSignal, Movement, Parameter, WeightSignal
 
-BASE_SEVERITY: Mapping[Verdict, float] = {
-    "nan": 4.0,
-    "exploding": 3.0,
-    "diverging": 2.5,
-    "vanishing": 2.0,
-    "dead": 1.5,
-    "saturated": 1.25,
-    "static": 1.0,
-    "slow": 0.75,
-    "overflow": 0.5,
-    "ok": 0.0,
-}
+BASE_SEVERITY: Mapping[str, float] = {entry.name: entry.severity for entry in ENTRIES}
+"""Each verdict's base severity, as its registry entry declares it."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -447,3 +447,14 @@ def _weight_growth(parameter: Parameter, context: RunContext) -> Finding | None:
         hints.EXPLODING_WEIGHTS,
         {"explode_onset_step": rise.onset_step, "weight_growth_factor": growth},
     )
+
+
+def first_rise(findings: Mapping[str, list[Finding]]) -> int | None:
+    """The earliest exploding onset of the run (None without one)."""
+    steps = [
+        f.first_bad_step
+        for found in findings.values()
+        for f in found
+        if f.verdict == "exploding" and f.first_bad_step is not None
+    ]
+    return min(steps) if steps else None

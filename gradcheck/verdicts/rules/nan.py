@@ -164,3 +164,36 @@ def rank_nan(
         value = BASE_SEVERITY["nan"] + 0.5 * direct + 0.45 * earliness
         ranked.append((parameter, dataclasses.replace(finding, severity=value)))
     return ranked
+
+
+def rank_nan_findings(parameters: list[Parameter], findings: dict[str, list[Finding]]) -> None:
+    """Each NaN finding of the run (``findings`` by parameter name) ranked by :func:`rank_nan`,
+    in place: a parameter whose gradient exploded counts as a direct NaN."""
+    nan = [(p, f) for p in parameters for f in findings[p.name] if f.verdict == "nan"]
+    exploded = frozenset(
+        name for name, found in findings.items() if any(f.verdict == "exploding" for f in found)
+    )
+    for parameter, ranked in rank_nan(nan, exploded):
+        findings[parameter.name] = [
+            ranked if f.verdict == "nan" else f for f in findings[parameter.name]
+        ]
+
+
+def hint_after_blow_up(findings: list[Finding], rise: tuple[int | None, int | None]) -> str | None:
+    """A NaN's hint when something blew up before it: after the onset of this parameter's
+    exploding gradient or of the run's earliest (``rise[0]``), the blow-up's; after the
+    training loss's rise into the blow-up (``rise[1]``), the loss's; else None (the NaN's own,
+    for log(0))."""
+    nan = next((f for f in findings if f.verdict == "nan"), None)
+    if nan is None:
+        return None
+    own = [f.first_bad_step for f in findings if f.verdict == "exploding"]
+    if any(_before(step, nan) for step in (*own, rise[0])):
+        return hints.NAN_AFTER_RISE
+    if _before(rise[1], nan):
+        return hints.NAN_AFTER_LOSS_RISE
+    return None
+
+
+def _before(step: int | None, finding: Finding) -> bool:
+    return step is not None and finding.first_bad_step is not None and step < finding.first_bad_step

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gradcheck.verdicts import hints
-from gradcheck.verdicts.rules.base import Excuse, Finding, RunContext, severity
-from gradcheck.verdicts.rules.shares import held_share, share_evidence
+from gradcheck.verdicts.rules.base import Excuse, Finding, RunContext
+from gradcheck.verdicts.rules.shares import held_finding
 
 if TYPE_CHECKING:
     from gradcheck.verdicts.activations import Activation
@@ -24,36 +24,15 @@ def find_saturated(activation: Activation, context: RunContext) -> Finding | Exc
     if kind is None:
         return None
     config = context.config
-    found = held_share(activation.steps, activation.bound, config.saturated_share, config)
-    if found is None:
-        return None
-    start, onset = found
-    if activation.output_layer:
-        return Excuse(
-            "saturated",
-            f"its outputs stay near the bounds of [{'-1' if kind == 'tanh' else '0'}, 1], but "
-            "it reads as the network's output layer (the last activation logged, or its name), "
-            "whose outputs are bounded by design",
-        )
-    since = slice(start, None)
-    evidence = share_evidence(
-        f"{BOUNDS[kind]} ({kind}-like outputs)",
-        activation.steps[since],
-        activation.bound[since],
-        activation.bound_low[since],
-        activation.bound_high[since],
-        config.saturated_share,
-        onset,
+    what = f"{BOUNDS[kind]} ({kind}-like outputs)"
+    found = held_finding(
+        "saturated", activation, "bound", config.saturated_share, what, hints.SATURATED, config
     )
-    last = float(activation.bound[-1])
-    return Finding(
+    if found is None or not activation.output_layer:
+        return found
+    return Excuse(
         "saturated",
-        severity("saturated", last / config.saturated_share),
-        onset,
-        evidence,
-        hints.SATURATED,
-        {
-            "saturated_from_step": int(activation.steps[start]),
-            "bound_share_low": float(activation.bound_low[since].min()),
-        },
+        f"its outputs stay near the bounds of [{'-1' if kind == 'tanh' else '0'}, 1], but "
+        "it reads as the network's output layer (the last activation logged, or its name), "
+        "whose outputs are bounded by design",
     )

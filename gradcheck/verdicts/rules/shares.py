@@ -4,12 +4,23 @@ buckets pin it down)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Literal
+
 import numpy as np
 
 from gradcheck.verdicts.config import Config
 from gradcheck.verdicts.numeric import median
 from gradcheck.verdicts.onset import MIN_TREND_VALUES, onset_position
-from gradcheck.verdicts.rules.base import baseline_size, fmt
+from gradcheck.verdicts.rules.base import Finding, baseline_size, fmt, severity
+
+if TYPE_CHECKING:
+    from gradcheck.model import Verdict
+    from gradcheck.verdicts.activations import Activation
+
+Which = Literal["zero", "bound"]
+"""The share a rule judges: of exact zeros (dead), or near the bounds of the range (saturated)."""
+LOW_KEYS = {"zero": "exact_zero_share_low", "bound": "bound_share_low"}
+"""The number of a finding that says the lowest share the buckets allow in its stretch."""
 
 LIVE_FLOOR = 1e-6
 """The smallest share left (``1 - share``) the onset rule sees: a share of exactly 1 has a
@@ -82,3 +93,55 @@ def _pinned(steps: np.ndarray, share: np.ndarray, low: np.ndarray, high: np.ndar
         f"the bucket beside it; the buckets allow {_share(low[at])} to {_share(high[at])} "
         f"at step {int(steps[at])}"
     )
+
+
+def held_finding(
+    verdict: Verdict,
+    activation: Activation,
+    which: Which,
+    threshold: float,
+    what: str,
+    hint: str,
+    config: Config,
+) -> Finding | None:
+    """``verdict``'s finding when the layer's ``which`` share held at or above ``threshold``
+    (:func:`held_share`): its evidence (``what`` the share is of), severity by the last share,
+    and the step the stretch began (``<verdict>_from_step``) with the lowest share the buckets
+    allow in it (``exact_zero_share_low``, ``bound_share_low``)."""
+    steps, share = activation.steps, getattr(activation, which)
+    low, high = getattr(activation, f"{which}_low"), getattr(activation, f"{which}_high")
+    found = held_share(steps, share, threshold, config)
+    if found is None:
+        return None
+    start, onset = found
+    since = slice(start, None)
+    evidence = share_evidence(
+        what, steps[since], share[since], low[since], high[since], threshold, onset
+    )
+    return Finding(
+        verdict,
+        severity(verdict, float(share[-1]) / threshold),
+        onset,
+        evidence,
+        hint,
+        {
+            f"{verdict}_from_step": int(steps[start]),
+            LOW_KEYS[which]: float(low[since].min()),
+        },
+    )
+
+
+def charted(activation: Activation, flags: tuple[Verdict, ...]) -> Which:
+    """The share a layer's row shows (its trend and chart): near the bounds for a saturated
+    layer (or a bounded one without a finding), else exact zeros."""
+    bounded = activation.bound_kind is not None and "dead" not in flags
+    return "bound" if "saturated" in flags or bounded else "zero"
+
+
+def threshold_of(flags: tuple[Verdict, ...], config: Config) -> float | None:
+    """The threshold of the row's most severe share finding (None without one)."""
+    if "dead" in flags:
+        return config.dead_zero_share
+    if "saturated" in flags:
+        return config.saturated_share
+    return None

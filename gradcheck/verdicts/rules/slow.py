@@ -9,6 +9,8 @@ update: neither is judged.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +27,9 @@ from gradcheck.verdicts.rules.base import (
     severity,
 )
 from gradcheck.verdicts.signals import ZERO_INITIALISED, Parameter, sgd_update_ratio
+
+if TYPE_CHECKING:
+    from gradcheck.model import LayerResult
 
 SLOW = (
     "Weights move, but far less per update than in healthy training (about 1e-3 of their scale "
@@ -179,3 +184,18 @@ def short(value: float) -> str:
         return f"{value:.2g}"
     mantissa, exponent = f"{value:.0e}".split("e")
     return f"{mantissa}e{int(exponent)}"
+
+
+def without_slow(found: list[Finding], excused: list[str]) -> list[Finding]:
+    """A parameter's findings without its slow one when another finding explains the small
+    updates (a vanishing gradient, a NaN, a blow-up): the reason goes to ``excused``."""
+    others = [f.verdict for f in found if f.verdict != "slow"]
+    if not others or len(others) == len(found):
+        return found
+    excused.append(f"not slow: its weights move little per update, which {others[0]} explains")
+    return [f for f in found if f.verdict != "slow"]
+
+
+def slow_names(layers: Sequence[LayerResult]) -> set[str]:
+    """The rows flagged slow (for :func:`run_updates`)."""
+    return {layer.name for layer in layers if "slow" in layer.flags}

@@ -7,6 +7,7 @@ import numpy as np
 
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.numeric import nan_to_num
+from gradcheck.verdicts.registry import BLOW_UPS
 from gradcheck.verdicts.rules.base import (
     Excuse,
     Finding,
@@ -254,3 +255,19 @@ def _vanishing_decay(parameter: Parameter, context: RunContext) -> Finding | Non
         hints.vanishing_hint("decay", _where(parameter, context), parameter.name),
         {"grad_decay_factor": decay},
     )
+
+
+def without_vanishing(found: list[Finding], excused: list[str]) -> list[Finding]:
+    """A parameter's findings without its vanishing one when its own gradient blew up (a
+    finding of a blow-up verdict, nan or exploding): the level before the blow-up is no
+    evidence of a gradient that vanished; the reason goes to ``excused``."""
+    blown = next((f for f in found if f.verdict in BLOW_UPS), None)
+    if blown is None or not any(f.verdict == "vanishing" for f in found):
+        return found
+    since = f" from step {blown.first_bad_step}" if blown.first_bad_step is not None else ""
+    how = "turned NaN/Inf" if blown.verdict == "nan" else "exploded"
+    excused.append(
+        f"not vanishing: its own gradient {how}{since}: a small gradient before a blow-up "
+        "is not a vanishing one"
+    )
+    return [f for f in found if f.verdict != "vanishing"]
