@@ -6,6 +6,7 @@
 
 Times, in fresh processes interleaved round-robin (one round runs every command once, so a
 burst of load on the shared machine falls on all of them alike), ``python -c pass``,
+``python -c "import numpy"`` (what any analysis imports, not gradcheck's time),
 ``python -c "import gradcheck"``, ``gradcheck --help``, ``gradcheck --version``,
 ``gradcheck analyze`` of the tiny run (``bench/params.py``'s ``params-4x5``: 4 parameters, 5
 steps, 23 kB) with ``--format json`` and with the default table, and ``gradcheck inspect
@@ -79,6 +80,7 @@ def commands(tiny: Path, env: dict[str, str], base: Path | None) -> dict[str, Co
     gradcheck = [str(SCRIPT)] if SCRIPT.exists() else [PYTHON, "-m", "gradcheck"]
     argvs = {
         "python": [PYTHON, "-c", "pass"],
+        "numpy": [PYTHON, "-c", "import numpy"],
         "import": [PYTHON, "-c", "import gradcheck"],
         "help": [*gradcheck, "--help"],
         "version": [*gradcheck, "--version"],
@@ -88,8 +90,12 @@ def commands(tiny: Path, env: dict[str, str], base: Path | None) -> dict[str, Co
     }
     named: dict[str, Command] = {}
     for name, argv in argvs.items():
-        named[name] = Command(argv, env)
-        if base is not None and name != "python":  # each beside its base, in every round
+        # numpy as the CLI imports it (gradcheck.cli.main: one OpenBLAS thread): the floor of
+        # any analysis, beside bare Python's
+        named[name] = Command(
+            argv, {**env, "OPENBLAS_NUM_THREADS": "1"} if name == "numpy" else env
+        )
+        if base is not None and name not in ("python", "numpy"):  # each beside its base
             named[f"{name}@base"] = Command(argv, {**env, "PYTHONPATH": str(base.resolve())})
     return named
 

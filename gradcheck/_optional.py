@@ -10,7 +10,6 @@ to: ``gradcheck[html]`` installs only where an index serves gradcheck.
 from __future__ import annotations
 
 import importlib
-import shlex
 from types import ModuleType
 
 from gradcheck.errors import GradcheckError
@@ -39,6 +38,8 @@ def install_hint(extra: str) -> str:
     """``pip install plotly (gradcheck's html extra)``: the command that installs ``extra``'s
     package wherever gradcheck came from, and the extra's name for a ``pip install`` of
     gradcheck itself."""
+    import shlex  # only for a message: start-up time otherwise
+
     return f"pip install {shlex.quote(EXTRAS[extra])} (gradcheck's {extra} extra)"
 
 

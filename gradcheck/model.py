@@ -147,7 +147,7 @@ class StepSeries:
     __hash__ = None  # type: ignore[assignment]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Reference:
     """A level a chart draws across a series: a threshold or the baseline it is a multiple of."""
 
@@ -155,7 +155,7 @@ class Reference:
     value: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LayerResult:
     """The verdict on one parameter (a weight and/or its gradient, paired by name), or on one
     layer's outputs (an activation histogram: ``activation_tag`` set, ``name`` the layer's)."""
@@ -191,7 +191,7 @@ class LayerResult:
         return self.activation_tag is not None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ClipInfo:
     """The run's global gradient norm over time, and what it says about clipping."""
 
@@ -228,7 +228,7 @@ class ClipInfo:
     spikes, as intended."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Spike:
     """A transient spike of the training loss: a logged loss at least ``spike_factor`` times
     the median of the previous ``spike_window`` logged losses, back below
@@ -245,7 +245,7 @@ class Spike:
     note: str = ""  # why ``led_by`` is empty, in words
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RunReport:
     run: str  # path as given, or relative to it
     files: tuple[str, ...]
@@ -294,7 +294,7 @@ HParamSource = Literal["logged", "run name"]
 RelationKind = Literal["at_least", "at_most", "value", "rates"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SweepRun:
     """One run in a sweep's ranking."""
 
@@ -308,7 +308,7 @@ class SweepRun:
     hparams: Mapping[str, HParamValue]  # logged ones, then those of its name not logged
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class HParamGroup:
     """Runs of a sweep that share a range or a value of one hyperparameter."""
 
@@ -317,7 +317,7 @@ class HParamGroup:
     matching: int  # of them, the runs the relation's verdict applies to
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class HParamRelation:
     """How one hyperparameter relates to one verdict over a sweep's runs.
 
@@ -337,7 +337,7 @@ class HParamRelation:
     text: str  # the relation in words, with its numbers
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Sweep:
     """What a sweep of runs says as a whole: runs per verdict, the runs ranked worst first,
     and the relations between hyperparameters and verdicts."""
@@ -349,7 +349,7 @@ class Sweep:
     relations: tuple[HParamRelation, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Report:
     version: str
     runs: tuple[RunReport, ...]
@@ -376,7 +376,7 @@ Cause = Literal[
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ParameterComparison:
     """One parameter in two runs; every ratio is B over A (``None`` when undefined)."""
 
@@ -405,7 +405,7 @@ class ParameterComparison:
     """A's and B's weight movement per step over the common weight steps (charts)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Comparison:
     """Two runs compared: the likely cause in one sentence and every parameter, most different
     first (those in one run only last)."""

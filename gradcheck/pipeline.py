@@ -90,10 +90,13 @@ def report_of(
 
 
 def sweep_view(reports: Sequence[RunReport], wanted: bool | None) -> Sweep | None:
-    """The sweep of ``reports`` when ``wanted`` (None: when they look like a sweep)."""
+    """The sweep of ``reports`` when ``wanted`` (None: when they look like a sweep; one run
+    never does, and its analysis does not import the sweep's modules)."""
+    if wanted is False or (wanted is None and len(reports) < 2):
+        return None
     from gradcheck.verdicts.sweep import looks_like_sweep, summarize
 
-    if wanted is False or (wanted is None and not looks_like_sweep(reports)):
+    if wanted is None and not looks_like_sweep(reports):
         return None
     return summarize(reports)
 

@@ -192,7 +192,7 @@ def storage_kwargs(texts: Sequence[str]) -> dict[str, object] | None:
     return parse_storage_options(texts).kwargs()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Reading:
     """How the runs are read and judged, from :func:`reading_options`: ``--config``, the tag
     patterns, ``--storage-option``, and with a pool ``--jobs``, ``--scheduler`` and

@@ -67,7 +67,7 @@ def _c() -> ModuleType:
     return scan
 
 
-@dataclass
+@dataclass(eq=False)
 class RangeResult:
     """What one byte range of an event file gave (the whole file when the range is)."""
 
@@ -90,7 +90,7 @@ class RangeResult:
     end of the file (a half-written record, or bytes that the rest of the file may resolve)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Pending:
     """Tensor values of a tag whose plugin a range starting mid-file did not know: kept as
     histograms (``[k, 3]``) or scalars until the merge learns the plugin from earlier ranges."""

@@ -23,7 +23,7 @@ from gradcheck.sources import records as source_records
 PROGRESS_EVERY = 256  # records between two progress reports within a file (cheap: rich throttles)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class FilePart:
     """What one event file contributed: its reduced series and how many values were read."""
 

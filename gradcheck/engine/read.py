@@ -193,7 +193,7 @@ def _without_series(data: RunData) -> RunData:
     return replace(data, histograms={}, scalars={})
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class _Task:
     """One file, or one of its byte ranges (``limit`` -1: to the end)."""
 

@@ -43,7 +43,7 @@ _NUMPY_DTYPES: dict[int, np.dtype[Any]] = {
 ValueRecord = HistogramRecord | ScalarRecord | Damage
 
 
-@dataclass(slots=True)
+@dataclass(eq=False, slots=True)
 class Decoded:
     """What one Event payload held.
 

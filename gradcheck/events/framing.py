@@ -73,7 +73,7 @@ class Frame(NamedTuple):
     payload: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(eq=False, slots=True)
 class FrameDamage:
     """Bytes that could not be framed, and why."""
 

@@ -78,7 +78,7 @@ def element_count(record: HistogramRecord) -> int | None:
     return int(total) if total == total and abs(total) != float("inf") else None
 
 
-@dataclass(slots=True)
+@dataclass(eq=False, slots=True)
 class _TagSteps:
     """Step bookkeeping for one tag: last step, values at it, and restarts seen.
 
@@ -93,7 +93,7 @@ class _TagSteps:
     restarts: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(eq=False, slots=True)
 class FileTally:
     """What one file held, for its ``FileInfo``."""
 

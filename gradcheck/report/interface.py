@@ -25,7 +25,7 @@ MIN_WIDTH = 40
 """The narrowest layout the table formats keep (a verdict, a step, a name and its parameters)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Env:
     """The facts about the terminal that change how output looks."""
 
@@ -77,7 +77,7 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FormatOptions:
     """Choices that shape the formats.
 

@@ -58,7 +58,7 @@ def common_prefix(names: list[str]) -> str:
     return "".join(part + separator for part in paths[0][:shared])
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class LayerRow:
     """One row of the layer view: one layer, or consecutive layers folded together."""
 
@@ -91,7 +91,7 @@ class LayerRow:
         return ", ".join(self.parameters)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class LayerView:
     """A run's findings as layer rows, worst first, and what the rows leave out."""
 

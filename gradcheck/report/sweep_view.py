@@ -73,7 +73,7 @@ def rank_header(sweep: Sweep) -> tuple[str, ...]:
     return RANK_HEADER if sweep.hparams else RANK_HEADER[:-1]
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class RankRow:
     """One row of the ranking, as text cells (unescaped)."""
 

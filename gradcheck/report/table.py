@@ -35,14 +35,6 @@ from gradcheck.report.layers import LayerRow, LayerView, layer_view
 from gradcheck.report.names import distinct_shortened
 from gradcheck.report.numbers import format_steps
 from gradcheck.report.sparkline import sparkline
-from gradcheck.report.sweep_view import (
-    hparams_line,
-    left_out_line,
-    rank_header,
-    ranking_rows,
-    relation_lines,
-    sweep_headline,
-)
 from gradcheck.report.view import (
     KEY_NUMBERS,
     Note,
@@ -280,6 +272,15 @@ def _print_advice(console: Console, rows: tuple[LayerRow, ...]) -> None:
 def _print_sweep(console: Console, sweep: Sweep) -> None:
     """The sweep's headline, its hyperparameters and their relations with the verdicts, and
     the runs ranked worst first (at most ``MAX_RANKED``)."""
+    from gradcheck.report.sweep_view import (  # here: one run's table has no sweep (start-up)
+        hparams_line,
+        left_out_line,
+        rank_header,
+        ranking_rows,
+        relation_lines,
+        sweep_headline,
+    )
+
     console.print(Text(sweep_headline(sweep), style="bold"))
     for line in [hparams_line(sweep), *relation_lines(sweep)]:
         console.print(Padding(Text(line), (0, 0, 0, 2)))

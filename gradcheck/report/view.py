@@ -25,7 +25,7 @@ from gradcheck.verdicts.gate import fails
 from gradcheck.verdicts.registry import BLOW_UPS, OK
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class KeyNumber:
     """One statistic shown as a column: the first of ``keys`` present in ``LayerResult.stats``."""
 
@@ -50,7 +50,7 @@ KEY_NUMBERS: tuple[KeyNumber, ...] = (
 """Gradient norm median and last, ratio to the run's largest, weight movement (docs: Verdicts)."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class LayerSelection:
     """The parameters of a run split for display."""
 
@@ -269,7 +269,7 @@ def clipping_phrase(clip: ClipInfo, detailed: bool = True) -> str:
     return text + "."
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Note:
     """What to print under the table for one finding: its evidence, and its hint if new."""
 

@@ -51,7 +51,7 @@ QUANTILE_LEVELS: np.ndarray = np.array([0.0, *(p / 100.0 for p in PERCENTILES), 
 """Levels of the quantile grid ``(min, p1 .. p99, max)`` used for distribution distances."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class HistStats:
     """Statistics of one histogram (see the module docstring for how each is obtained)."""
 

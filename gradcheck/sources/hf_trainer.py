@@ -16,7 +16,6 @@ every step is judged once. A half-written or damaged file costs only the entries
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -90,6 +89,8 @@ def _checkpoint_step(path: str) -> int | None:
 def _read_entries(run: str, path: str) -> tuple[list[tuple[int, Entry] | Record], int]:
     """``log_history``'s entries as ``(position, entry)``, with a ``Damage`` where entries were
     lost; and how many entries were read."""
+    import json  # only for a trainer_state.json: discovery asks every directory (start-up)
+
     try:
         with open(path, "rb") as stream:
             data = stream.read()
@@ -116,6 +117,8 @@ def _read_entries(run: str, path: str) -> tuple[list[tuple[int, Entry] | Record]
 def _salvaged(run: str, path: str, text: str) -> tuple[list[tuple[int, Entry] | Record], int]:
     """The entries of a file that is not valid JSON as a whole (half-written, or damaged in
     places): each entry that parses on its own, a ``Damage`` for each stretch that does not."""
+    import json
+
     start = _LOG_HISTORY.search(text)
     if start is None:
         message = f"{path} is not JSON and holds no log_history: nothing read"

@@ -16,7 +16,6 @@ row; a cell that is not a number, that value.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from collections.abc import Iterator
@@ -41,6 +40,8 @@ def find(directory: str, subdirectories: list[str], names: list[str], top: bool)
 
 
 def _header(path: str) -> list[str]:
+    import csv  # only for a metrics.csv: discovery asks every directory (start-up)
+
     try:
         with open(path, encoding="utf-8", errors="replace", newline="") as stream:
             return next(csv.reader([stream.readline()]), [])
@@ -69,6 +70,8 @@ def records(run: Run) -> Iterator[Record]:
 
 def _rows(run: str, path: str, data: bytes) -> Iterator[Record | int]:
     """The records of each row, and 1 after each row read whole."""
+    import csv
+
     lines = data.splitlines(keepends=True)
     if not lines:
         return

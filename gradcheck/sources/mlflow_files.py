@@ -15,7 +15,6 @@ parse costs that value; a last line without its line end was being written.
 
 from __future__ import annotations
 
-import heapq
 import os
 from collections.abc import Iterator
 
@@ -106,6 +105,8 @@ def _metric_files(run_dir: str) -> list[str]:
 
 def records(run: Run) -> Iterator[Record]:
     """Every logged value of every metric, merged in time order (see the module docstring)."""
+    import heapq  # only for an MLflow run: discovery asks every directory (start-up)
+
     streams = [_metric_lines(run.path, path) for path in run.files]
     for _, _, _, record in heapq.merge(*streams, key=lambda item: item[:3]):
         yield record

@@ -35,7 +35,6 @@ A record's ``offset`` is the byte offset of its record; a record that is not a w
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterator
@@ -44,11 +43,12 @@ from typing import TYPE_CHECKING
 
 from gradcheck.events.wire import message_fields
 from gradcheck.model import HistogramRecord, Record, Run
-from gradcheck.sources import wandb_framing
 from gradcheck.sources.base import damage, file_info, number, scalar, unreadable
 
-if TYPE_CHECKING:  # numpy is imported when a run is read: discovery stays light
+if TYPE_CHECKING:  # imported when a run is read: discovery (every directory) stays light
     import numpy as np
+
+    from gradcheck.sources import wandb_framing
 
 NAME = "wandb"
 LABEL = "W&B run files (run-*.wandb)"
@@ -75,6 +75,8 @@ def find(directory: str, subdirectories: list[str], names: list[str], top: bool)
 
 
 def _has_header(path: str) -> bool:
+    from gradcheck.sources import wandb_framing
+
     try:
         with open(path, "rb") as stream:
             return wandb_framing.has_header(stream.read(wandb_framing.HEADER.size))
@@ -82,7 +84,7 @@ def _has_header(path: str) -> bool:
         return False
 
 
-@dataclass
+@dataclass(eq=False)
 class _State:
     """What a run's rows carry over: the largest element count seen per watched parameter,
     the last trainer step (see the module docstring)."""
@@ -104,6 +106,8 @@ class _State:
 
 def records(run: Run) -> Iterator[Record]:
     """The scalars and histograms of every history row, in file order."""
+    from gradcheck.sources import wandb_framing
+
     sizes = _State()
     for path in run.files:
         read = 0
@@ -138,6 +142,8 @@ def _record(run: str, path: str, payload: wandb_framing.Payload, sizes: _State) 
 
 def _history_row(data: bytes) -> dict[Path, object] | None:
     """The values of a ``history`` record by key path; None for any other record."""
+    import json
+
     history = [value for number_, value in message_fields(data) if number_ == RECORD_HISTORY]
     if not history:
         return None

@@ -41,7 +41,7 @@ is exactly 0 only below about -103 in float32 (a deeply saturated one shows a fe
 beside many more values near 0 and 1); a ReLU layer's values near 0 are mostly its zeros."""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Activation:
     """One layer's outputs over the logged steps (arrays in step order)."""
 

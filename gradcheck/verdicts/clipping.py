@@ -49,7 +49,7 @@ tolerance, two or three noisy steps of an unclipped norm land near its maximum b
 zoo's deep sigmoid run: 3 of 20 steps within 1%); five chance near-ties are unlikely."""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class GlobalNorm:
     """A global gradient norm series and where it came from."""
 

@@ -265,7 +265,7 @@ class Config:
                 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Range:
     """The values a threshold may take: finite, above ``low``, at most ``high`` (or below it
     when ``high_open``). Outside, a check would be off (``inf``, NaN) or flag everything."""

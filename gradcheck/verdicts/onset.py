@@ -57,7 +57,7 @@ MAD_TO_SIGMA = 1.4826
 deviation."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Level:
     """The level of a window of values before a candidate departure."""
 

@@ -17,7 +17,7 @@ from gradcheck.tags.roles import DEFAULT_RULES, TagRules
 from gradcheck.tags.scalars import ScalarRole, scalar_roles
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class ParameterTags:
     """The series that describe one parameter, under its normalised name."""
 

@@ -26,7 +26,7 @@ DENSE_SHARE = 0.999
 """A gradient with more than this share in its zero bucket is treated as all zero, not sparse."""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class GradientSignal:
     """A parameter's gradient over steps (NaN where non-finite or missing)."""
 
@@ -55,7 +55,7 @@ class GradientSignal:
         return nanmedian(self.rms)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class WeightSignal:
     """A parameter's weights over steps."""
 
@@ -72,7 +72,7 @@ class WeightSignal:
     steps_logged: int  # steps read over the whole run (more than ``steps`` once thinned)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Parameter:
     """One parameter of the run with whatever signals were logged for it."""
 
@@ -292,7 +292,7 @@ def _weight_signal(data: RunData, tags: ParameterTags) -> WeightSignal | None:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Movement:
     """How far a parameter's weights moved (relative to their spread)."""
 

@@ -30,7 +30,7 @@ MIN_HISTORY = 3
 """Logged gradient steps before a step that its own median needs at least."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Episode:
     """A spike of the loss found in its finite values: positions in them, and its size."""
 

@@ -43,7 +43,7 @@ MIN_VALUES_ABOVE = 2
 the log alone is no sustained state)."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class StartGrowth:
     """A weight that grew far above its first logged scale and stayed there."""
 
@@ -57,7 +57,7 @@ class StartGrowth:
     last: float  # the last value over the first
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class StartGrowths:
     """The run's weights that grew far from their start, and how many could."""
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import source_files as sf
 from tests.support.fresh_interpreter import MODULES_LINE, modules_imported_by
 from tests.support.paths import REPO
 
@@ -98,6 +99,36 @@ def test_the_table_imports_rich_but_not_the_other_formats(tmp_path: Path) -> Non
     assert {m.split(".")[0] for m in _under(imported, THIRD_PARTY)} == {"numpy", "rich"}
     others = ("json_format", "html", "html_charts", "markdown", "csv", "github", "junit")
     assert _under(imported, tuple(f"gradcheck.report.{name}" for name in others)) == []
+
+
+WHEN_FOUND = ("csv", "json", "shlex", "gradcheck.sources.wandb_framing")
+"""What only another log format's files need (a Lightning ``metrics.csv``, an HF Trainer's
+``trainer_state.json``, a W&B ``.wandb`` file) or an error message (shlex: an install hint):
+discovery asks every format about every directory, but a run of event files needs none."""
+
+SWEEP = ("gradcheck.verdicts.sweep", "gradcheck.verdicts.run_names", "gradcheck.report.sweep_view")
+"""The sweep's modules: imported for two runs or more (one run is no sweep)."""
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_one_run_of_event_files_imports_no_other_formats_parser_nor_the_sweep(
+    tmp_path: Path, fmt: str
+) -> None:
+    args = ("analyze", str(TINY_RUN), "--format", fmt, "--fail-on", "none", "--no-progress")
+    imported = imported_by_cli(tmp_path, *args, roots=("csv", "json", "shlex", "gradcheck"))
+    unneeded = WHEN_FOUND if fmt == "table" else tuple(m for m in WHEN_FOUND if m != "json")
+    assert _under(imported, (*unneeded, *SWEEP)) == []
+    assert "gradcheck.sources.lightning_csv" in imported  # asked, as every format is
+
+
+def test_a_lightning_metrics_csv_brings_the_csv_module(tmp_path: Path) -> None:
+    """The other side of the test above: found, a format's parser is imported as it reads."""
+    logs = tmp_path / "lightning_logs" / "version_0"
+    columns = ["step", "grad_2.0_norm/fc.weight", "train_loss"]
+    sf.metrics_csv(logs / "metrics.csv", columns, [[0, 0.5, 2.0], [1, 0.4, 1.9]])
+    args = ("analyze", str(tmp_path), "--format", "json", "--fail-on", "none", "--no-progress")
+    imported = imported_by_cli(tmp_path, *args, roots=("csv", "gradcheck"))
+    assert "csv" in imported and "gradcheck.verdicts.sweep" not in imported
 
 
 def test_inspect_json_imports_no_rich(tmp_path: Path) -> None:

@@ -46,7 +46,8 @@ def test_every_command_runs_and_the_base_is_beside_each(tmp_path: Path) -> None:
     startup.params.write_run(tiny, 4, 5)
     env = startup.environment(tmp_path)
     named = startup.commands(tiny, env, base=REPO)
-    assert list(named)[:3] == ["python", "import", "import@base"]
+    assert list(named)[:4] == ["python", "numpy", "import", "import@base"]
+    assert named["numpy"].env["OPENBLAS_NUM_THREADS"] == "1"  # as gradcheck.cli.main sets it
     assert named["help@base"].env["PYTHONPATH"] == str(REPO)
     for name in ("help", "analyze-json", "inspect-json"):
         seconds, _ = startup.run_once(named[name].argv, named[name].env, tmp_path)

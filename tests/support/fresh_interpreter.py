@@ -39,7 +39,8 @@ def modules_imported_by(code: str, roots: tuple[str, ...]) -> list[str]:
 
 
 MODULES_LINE = (
-    "import json, sys; "
-    "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {roots!r})), flush=True)"
+    "import sys; listed = sorted(m for m in sys.modules if m.split('.')[0] in {roots!r}); "
+    "import json; print(json.dumps(listed), flush=True)"
 )
-"""The line that prints the imported modules of ``roots`` (``.format(roots=...)``)."""
+"""The line that prints the imported modules of ``roots`` (``.format(roots=...)``), listed
+before it imports ``json`` itself (a test may ask whether the command did)."""

@@ -23,7 +23,7 @@ BASE_SEVERITY: Mapping[str, float] = {entry.name: entry.severity for entry in EN
 """Each verdict's base severity, as its registry entry declares it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Finding:
     verdict: Verdict
     severity: float
@@ -35,7 +35,7 @@ class Finding:
     """Last step of the episode the finding describes (a rise above the exploding threshold)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Excuse:
     """Why a rule did not fire although a signal crossed its threshold: shown in the
     parameter's notes (``--all``, JSON), because the user cannot see it otherwise."""
@@ -44,7 +44,7 @@ class Excuse:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class RunContext:
     """What the rules need to know about the run as a whole."""
 
@@ -139,7 +139,7 @@ def rms_early_and_late(
 ) -> tuple[float, float, np.ndarray]:
     """``early_and_late(signal.rms, config)``, computed once per signal and config: the run
     context and two vanishing rules ask for a gradient's, the context and the exploding rule
-    for a weight's (kept on the frozen signal, as ``functools.cached_property`` keeps a value)."""
+    for a weight's (kept on the signal, as ``functools.cached_property`` keeps a value)."""
     memo = signal.__dict__.get("_rms_early_and_late")
     if memo is None or memo[0] is not config:
         memo = (config, early_and_late(signal.rms, config))

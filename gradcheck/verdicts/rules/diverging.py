@@ -34,7 +34,7 @@ HF_TRAINER_CLIP = 1.0
 after logging the norm (``train/grad_norm`` is the norm before clipping)."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Divergence:
     """A training loss that rose far above its start and stayed above it."""
 

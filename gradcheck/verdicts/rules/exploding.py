@@ -34,7 +34,7 @@ from gradcheck.verdicts.rules.base import (
 from gradcheck.verdicts.signals import GradientSignal, Parameter, common_steps
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Rise:
     """A rise of a series far above its early baseline."""
 
@@ -248,7 +248,7 @@ def _largest_levels_during(
     """The two largest gradient levels (median RMS over the steps ``window`` spans) among the
     gradients of its kind (per element or not), with their names: found once per window and
     run (the rises of one blow-up share theirs), not once per rising parameter, which made a
-    blow-up of every parameter quadratic in their number. Kept on the frozen context, as
+    blow-up of every parameter quadratic in their number. Kept on the context, as
     ``functools.cached_property`` keeps a value."""
     memo: dict[tuple[int, int, bool], tuple[tuple[float, str], ...]]
     memo = context.__dict__.setdefault("_largest_levels_during", {})
@@ -364,7 +364,7 @@ def _loss_improved(context: RunContext, rise: Rise) -> bool:
 
 def grad_to_weight(parameter: Parameter) -> tuple[np.ndarray, np.ndarray]:
     """Steps and gradient RMS / weight RMS at the steps both were logged; computed once per
-    parameter (the rule and the report both ask; kept on the frozen parameter, as
+    parameter (the rule and the report both ask; kept on the parameter, as
     ``functools.cached_property`` keeps a value: not to be written to)."""
     memo: tuple[np.ndarray, np.ndarray] | None = parameter.__dict__.get("_grad_to_weight")
     if memo is not None:
