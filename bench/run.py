@@ -427,7 +427,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--series-repeats", type=int, default=5, help="runs per series log")
     parser.add_argument("--big-repeats", type=int, default=3, help="... of 300 MB or more")
     parser.add_argument("--slow-max-size", default="40MB", help="largest log for slow readers")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per reader and dataset")
+    parser.add_argument(
+        "--repeats", type=int, default=7, help="runs per reader and log (issue 36: 7 rounds)"
+    )
     parser.add_argument(
         "--timeout", type=float, default=1800, help="seconds before a run is killed"
     )

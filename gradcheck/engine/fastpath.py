@@ -50,6 +50,7 @@ ROWS = 8192
 (``bench/README.md``; the reducer pools the rows of several batches: ``reduce.SETTLE_ROWS``)."""
 DATA = 3 << 19  # float64 bucket numbers per batch (12 MB): wide histograms fill it first
 CHUNK = 16 << 20  # bytes read at a time
+LIMIT_SLACK = 1 << 16  # bytes read past a range's limit (the record across it, most often)
 
 FRAMING_BYTES = HEADER_SIZE + FOOTER_SIZE  # a record's bytes around its payload
 
@@ -239,7 +240,9 @@ class RangeReader:
                 self.stopped_at = self.end = window.base + pos
                 return
             elif stop == shared.STOP_MORE and not window.eof and window.holds(pos, needed):
-                pos = window.fill(pos, max(CHUNK, needed))
+                ahead = CHUNK if limit < 0 else limit - window.base - pos + LIMIT_SLACK
+                window.chunk_size = max(LIMIT_SLACK, min(CHUNK, ahead))  # a short range: less
+                pos = window.fill(pos, max(window.chunk_size, needed))
             else:  # damage, a record for the reference decoder, a length past the end, the end
                 self.take_tally()
                 items, pos = frame_at(window, pos)

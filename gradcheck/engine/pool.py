@@ -190,8 +190,10 @@ def map_shared(
 ) -> list[_V]:
     """``work`` of every item, in order, on the ``workers``: as many of them as would each
     still get items weighing ``least`` or more (:func:`loads`); here when that is one.
-    ``work`` must be picklable (a module-level function, or a ``partial`` of one); ``done``
-    is called here with each item's position as it is done."""
+    When the items are no more than the pool's workers, this process takes the lightest
+    itself instead of waiting idle (:func:`takes_one_here`). ``work`` must be picklable (a
+    module-level function, or a ``partial`` of one); ``done`` is called here with each item's
+    position as it is done."""
     processes = min(1 if workers is None else workers.jobs, len(items))
     while processes >= 2 and min(loads(weights, processes)) < least:
         processes -= 1
@@ -204,15 +206,30 @@ def map_shared(
         return results
     from concurrent.futures import as_completed
 
-    futures = {workers.submit(work, items[at]): at for at in longest_first(weights)}
+    order = longest_first(weights)
+    here = order.pop() if takes_one_here(workers, len(items)) else None
+    futures = {workers.submit(work, items[at]): at for at in order}
+    mine: dict[int, _V] = {}
+    if here is not None:
+        mine[here] = work(items[here])
+        if done is not None:
+            done(here)
     if done is not None:
         for future in as_completed(futures):
             done(futures[future])
-    ordered = sorted(futures, key=futures.__getitem__)
-    return [
-        _result(future, partial(work, item), workers.lost)
-        for future, item in zip(ordered, items, strict=True)
-    ]
+    for future, at in futures.items():
+        mine[at] = _result(future, partial(work, items[at]), workers.lost)
+    return [mine[at] for at in range(len(items))]
+
+
+def takes_one_here(workers: Workers, items: int) -> bool:
+    """Whether this process works on one of ``items`` itself while its own pool's workers do
+    the rest: when each gets one item at most (no process then has two items to share a core
+    with), e.g. a big file's two byte ranges on two CPUs. It would otherwise wait idle for
+    the results, and one result less crosses the pipe: a range of the 160 MB bench log is
+    ~12 MB pickled, tens of ms of the command's time after the workers are done
+    (``bench/README.md``). Never with an executor given: its user wants the work there."""
+    return not workers.given and 2 <= items <= workers.jobs
 
 
 def longest_first(weights: Sequence[float]) -> list[int]:

@@ -253,3 +253,15 @@ def test_forked_workers_leave_what_they_share_with_this_process_to_it(
         assert gc.get_freeze_count() == 0
         later = workers.submit(gc.get_freeze_count).result()  # no second fork, no freeze
     assert frozen_there > 1000 and later == frozen_there
+
+
+def test_this_process_takes_one_item_when_each_process_gets_one_at_most() -> None:
+    """Two byte ranges on two workers: one is read here (its result need not cross the pipe)
+    while a worker reads the other; with more items than workers, every one goes to them."""
+    with pool.Workers(2) as workers:
+        pids = pool.map_shared(_pid, [0, 1], [2.0, 1.0], 0.0, workers)
+        assert pids[1] == os.getpid() and pids[0] != os.getpid()  # the lightest here
+        assert os.getpid() not in pool.map_shared(_pid, [0, 1, 2], [1.0] * 3, 0.0, workers)
+    assert pool.takes_one_here(pool.Workers(2), 2) and not pool.takes_one_here(pool.Workers(2), 3)
+    with ThreadPoolExecutor(2) as executor:  # a cluster given: its user wants the work there
+        assert not pool.takes_one_here(pool.Workers(2, executor=executor), 2)

@@ -75,15 +75,25 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+# The 24 MB log cut in two byte ranges, each read 1 MB at a time: one by this process, one by
+# a worker (``pool.takes_one_here``), whichever starts reading first truncating the file.
+IN_RANGES = """
+import gradcheck.engine.fastpath, gradcheck.engine.ranges, gradcheck.engine.read
+gradcheck.engine.ranges.SPLIT_SIZE = gradcheck.engine.read.POOL_MIN_BYTES = 1 << 20
+gradcheck.engine.ranges.PIECE_SECONDS = 1e-9
+gradcheck.engine.fastpath.CHUNK = 1 << 20
+"""
+
+
 def _analyze_while_shrinking(
-    logs: list[Path], *args: str, engine: str
+    logs: list[Path], *args: str, engine: str, setup: str = ""
 ) -> tuple[subprocess.CompletedProcess[str], dict]:  # type: ignore[type-arg]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("GRADCHECK_NO_EXT", None)
     if engine == "python":
         env["GRADCHECK_NO_EXT"] = "1"
     root = logs[0].parent.parent
-    command = [sys.executable, "-c", SHRINKING_CLI, str(CUT), "analyze", str(root)]
+    command = [sys.executable, "-c", setup + SHRINKING_CLI, str(CUT), "analyze", str(root)]
     done = subprocess.run(
         [*command, "--format", "json", *args], capture_output=True, text=True, env=env, timeout=300
     )
@@ -128,6 +138,19 @@ def test_forked_readers_survive_files_truncated_while_read(big_log: Path, tmp_pa
     for run in report["runs"]:
         assert len([w for w in run["warnings"] if "shrank" in w]) == 1, run["warnings"]
         assert sum(run["counts"].values()) == 20 and 0 < run["steps"][1] < 169
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forked readers only where fork exists")
+def test_a_file_read_in_byte_ranges_survives_being_truncated(big_log: Path, tmp_path: Path) -> None:
+    """The ranges are read by this process and a worker; the file shrinks to 1 MB under
+    them: the records before the cut are analysed, what was cut is said once, no crash."""
+    (log,) = _copies(big_log, tmp_path, 1)
+    done, report = _analyze_while_shrinking([log], "-j", "2", engine="c", setup=IN_RANGES)
+    assert log.stat().st_size == CUT
+    (run,) = report["runs"]
+    assert len(run["warnings"]) == 1, run["warnings"]
+    assert "events.out.tfevents.1.host" in run["warnings"][0]
+    assert sum(run["counts"].values()) == 20 and 0 < run["steps"][1] < 169
 
 
 # --------------------------------------------------------------------------------------------

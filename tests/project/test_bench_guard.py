@@ -597,3 +597,28 @@ def test_each_series_can_run_alone_and_shared_logs_get_both_readers() -> None:
                                     "rust", "rust-checksum"]}  # fmt: skip
     with pytest.raises(SystemExit):
         parse_args(["--series", "speed"])
+
+
+def test_the_rust_server_line_gives_both_medians_and_the_same_rounds_ratios() -> None:
+    """Issue 36's line for a big log: gradcheck and the server interleaved, round by round;
+    each round's ratio pairs the two runs of that round, not the medians."""
+    from bench.measure import Measurement
+    from bench.report import evaluate_targets, round_ratios, summarise
+    from bench.run import Result
+
+    info = gen.DatasetInfo("tensor-160MB", "tensor", "d", ("d/f",), 160_000_000, 1, 1, 1, 1, 1, 0.0)
+    walls = {"gradcheck": [0.50, 0.90, 0.40], "rust": [0.40, 0.60, 0.50]}  # round 2: loaded
+    results = [
+        Result("tensor-160MB", reader, at, Measurement(wall, wall, 50.0, 60.0, 0.0, 0, "", ""),
+               None, None, None, "")
+        for reader, each in walls.items()
+        for at, wall in enumerate(each)
+    ]  # fmt: skip
+    (summary,) = summarise(results, {"tensor-160MB": info})
+    assert round_ratios(summary, "gradcheck", "rust") == pytest.approx([1.25, 1.5, 0.8])
+    (target,) = [t for t in evaluate_targets([summary]) if "Rust" in t.name]
+    assert target.measured == 1.0 and target.passed  # the medians: 0.50 s and 0.50 s
+    assert target.note == (
+        "gradcheck 0.50 s, the server 0.50 s; the same round's ratio 0.80-1.50"
+        " (median 1.25, 3 rounds)"
+    )
