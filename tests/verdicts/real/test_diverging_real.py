@@ -1,6 +1,6 @@
 """A training loss that diverges, and one onset per blow-up (issue 30, points 4 and 1), on real
 runs trained here: the HF Trainer at learning rate 5 with its default clipping
-(``scripts/time_runs_hf.py``: the loss leaves ln 2 for 15-118 at the first update and never
+(``scripts/time_runs_hf.py``: the loss leaves ln 2 for 15-150 at the first update and never
 comes back, while the Trainer clips every update to norm 1.0) gets a ``(training loss)`` row
 ``diverging`` from step 2; its healthy twin, and a torch MLP whose loss spikes 500x for two
 steps and recovers (``scripts/time_runs_torch.py``), do not. A learning-rate schedule typed
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -60,13 +61,21 @@ def test_the_hf_trainer_at_a_too_high_learning_rate_diverges_under_its_clipping(
         (loss,) = [layer for layer in run.layers if layer.name == LOSS_ROW]
         assert loss.verdict == "diverging" and loss.flags == ("diverging",)
         assert loss.first_bad_step == 2 and loss.onsets == {"diverging": 2}
-        assert "rose from 0.69 (its level before step 2) to 118 at step 6, 172x" in (
-            loss.evidence
-        ), loss.evidence
+        # how far the loss goes depends on the machine's kernels (118, 172x on the machine the
+        # test was written on; 147, 213x on an AVX-512 Xeon): past the threshold, and said so
+        rose = re.search(
+            r"rose from 0\.69 \(its level before step 2\) to (\S+) at step \d+, (\S+)x "
+            r"\(threshold 100x\)",
+            loss.evidence,
+        )
+        assert rose is not None, loss.evidence
+        peak, factor = float(rose[1]), float(rose[2])
+        assert factor >= 100 and factor == pytest.approx(peak / 0.6931, rel=0.01)
         assert "never came back below its start" in loss.evidence
         assert "the global gradient norm" in loss.evidence and "stayed within" in loss.evidence
-        assert "clipping held the gradient norm at 1.0; the loss still rose 172x: lower the " in (
-            loss.evidence
+        assert (
+            f"clipping held the gradient norm at 1.0; the loss still rose {rose[2]}x: lower the "
+            in loss.evidence
         )
         assert loss.hint == hints.DIVERGING
         assert run.counts["diverging"] == 1
