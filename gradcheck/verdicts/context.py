@@ -14,13 +14,13 @@ import numpy as np
 
 from gradcheck.model import GLOBAL_NORM_ROW, RunData, ScalarSeries
 from gradcheck.tags.scalars import scalar_role, training_loss_rank
-from gradcheck.verdicts import hints
+from gradcheck.verdicts import hints, table
 from gradcheck.verdicts.clipping import GlobalNorm, pinned_ceiling
 from gradcheck.verdicts.config import Config
 from gradcheck.verdicts.numeric import median
 from gradcheck.verdicts.rules import RunContext, early_and_late, gradient_level, rms_early_and_late
 from gradcheck.verdicts.rules.static import reference_movements
-from gradcheck.verdicts.signals import Movement, Parameter, confirmed, movement, run_weight_spread
+from gradcheck.verdicts.signals import Movement, Parameter
 
 
 def run_context(
@@ -34,6 +34,7 @@ def run_context(
     """Everything the rules compare a parameter with; with ``before_step``, the training loss
     is restricted to the steps before it, like the parameters (the healthy steps): a loss
     that stalls or soars after a blow-up says nothing about the gradients before it."""
+    table.baselines(parameters, config)
     levels = {p.name: gradient_level(p) for p in parameters}
     finite_levels = {name: level for name, level in levels.items() if np.isfinite(level)}
     norm_levels = frozenset(
@@ -54,7 +55,7 @@ def run_context(
     loss = _loss_before(loss or training_loss(data), before_step)
     scale = loss_scale(data)
     rate = learning_rate(data)
-    movements = _movements(parameters)
+    movements = table.movements(parameters)
     ceilings = [c for g in norms if (c := pinned_ceiling(g.values, config, g.exact)) is not None]
     return RunContext(
         config=config,
@@ -185,18 +186,6 @@ def _typical_weight_rms(parameters: list[Parameter], config: Config) -> float:
             if early > 0:
                 levels.append(early)
     return median(levels) if levels else 0.0
-
-
-def _movements(parameters: list[Parameter]) -> dict[str, Movement]:
-    spread = run_weight_spread(parameters)
-    found = {}
-    for p in parameters:
-        if p.weight is None:
-            continue
-        others = [m for w in p.weight_also if (m := movement(w, spread)) is not None]
-        if (m := confirmed(movement(p.weight, spread), others)) is not None:
-            found[p.name] = m
-    return found
 
 
 def _moving_stats_moved(movements: Mapping[str, Movement], config: Config) -> dict[str, bool]:

@@ -27,6 +27,7 @@ from gradcheck.model import (
 from gradcheck.series.merge import join_renamed
 from gradcheck.tags import DEFAULT_RULES, TagRules
 from gradcheck.tags.scalars import ScalarRole, scalar_role, scalar_roles
+from gradcheck.verdicts import table
 from gradcheck.verdicts.clipping import GlobalNorm, clip_info, global_norms
 from gradcheck.verdicts.config import DEFAULT_CONFIG, Config
 from gradcheck.verdicts.context import run_context, training_loss
@@ -92,7 +93,7 @@ def run_parameters(
     data = join_renamed(data)
     roles = scalar_roles(data.scalars)
     tags = pair_parameters(list(data.histograms), list(data.scalars), rules, roles)
-    parameters = [parameter_signals(data, t) for t in tags]
+    parameters = table.signals(data, tags)
     norms = global_norms(data, parameters, roles)
     gradients = _gradient_coverage(parameters, norms)
     if gradients == "global":  # the global norm is the only gradient evidence: judge it

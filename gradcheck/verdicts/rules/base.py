@@ -142,9 +142,17 @@ def rms_early_and_late(
     for a weight's (kept on the signal, as ``functools.cached_property`` keeps a value)."""
     memo = signal.__dict__.get("_rms_early_and_late")
     if memo is None or memo[0] is not config:
-        memo = (config, early_and_late(signal.rms, config))
-        signal.__dict__["_rms_early_and_late"] = memo
+        return keep_rms_early_and_late(signal, config, early_and_late(signal.rms, config))
     return memo[1]
+
+
+def keep_rms_early_and_late(
+    signal: GradientSignal | WeightSignal, config: Config, found: tuple[float, float, np.ndarray]
+) -> tuple[float, float, np.ndarray]:
+    """Keep ``found`` as ``signal``'s :func:`rms_early_and_late` under ``config`` (the table
+    computes it for a run's signals at once: :func:`gradcheck.verdicts.table.baselines`)."""
+    signal.__dict__["_rms_early_and_late"] = (config, found)
+    return found
 
 
 def comparable(parameter: Parameter, context: RunContext) -> bool:

@@ -45,6 +45,8 @@ def stopped_index(weight: WeightSignal) -> int | None:
     """Index of the first logged step of the weights' final bit-identical stretch (histograms
     equal, and exact norms where logged), when it is long enough (:data:`STOP_MIN_STEPS`,
     :data:`STOP_MIN_SHARE`) and the weights changed before it; None otherwise."""
+    if "_stopped_index" in weight.__dict__:  # the table's (gradcheck.verdicts.table)
+        return weight.__dict__["_stopped_index"]
     count = weight.steps.size
     if weight.fingerprints.size != count or count < 2:
         return None
@@ -55,11 +57,21 @@ def stopped_index(weight: WeightSignal) -> int | None:
     differs = np.flatnonzero(~same)
     if differs.size == 0:
         return None  # identical throughout: the whole-run view's
-    first = int(differs[-1]) + 1
-    length = count - first
-    if length < max(STOP_MIN_STEPS, math.ceil(STOP_MIN_SHARE * count)):
+    return stopped_from(int(differs[-1]) + 1, count)
+
+
+def stopped_from(first: int, count: int) -> int | None:
+    """``first`` (the step after the weights' last change, of ``count`` logged) when the
+    stretch from it to the end is long enough to say they stopped."""
+    if count - first < max(STOP_MIN_STEPS, math.ceil(STOP_MIN_SHARE * count)):
         return None
     return first
+
+
+def keep_stopped_index(weight: WeightSignal, first: int | None) -> None:
+    """Keep ``first`` as ``weight``'s :func:`stopped_index` (the table computes it for a run's
+    weights at once)."""
+    weight.__dict__["_stopped_index"] = first
 
 
 def find_stopped(parameter: Parameter, context: RunContext) -> Finding | None:

@@ -1,0 +1,346 @@
+"""A run's parameters as one table: a statistic of every parameter at once.
+
+The per-parameter functions of :mod:`.signals` define each signal and statistic
+(``parameter_signals``, ``movement``); here the histogram series logged at the same steps (the
+usual case: every histogram of a step written together) are stacked into parameters x steps
+arrays, and each is computed over the whole table in a few numpy calls instead of a few dozen
+per parameter on arrays of a few steps: the same operations in the same order, so the same
+numbers bit for bit (``tests/verdicts/test_table.py`` checks each against its definition on
+real runs). What the table does not hold takes the per-parameter path: a series with steps of
+its own still forms a table (of one), but a parameter with exact norms or non-finite counts
+logged as scalars, several writers' series of one variable, or a step without quantiles (for
+the movement) is computed alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from gradcheck.model import HistogramSeries, RunData, SeriesKey
+from gradcheck.series.data import _QUANTILE_COLUMNS, COLUMN
+from gradcheck.series.stats import wasserstein_from_quantiles
+from gradcheck.verdicts.config import Config
+from gradcheck.verdicts.numeric import nanmedian
+from gradcheck.verdicts.pairing import ParameterTags
+from gradcheck.verdicts.rules.base import baseline_size, keep_rms_early_and_late
+from gradcheck.verdicts.rules.stopped import keep_stopped_index, stopped_from
+from gradcheck.verdicts.signals import (
+    DENSE_SHARE,
+    GradientSignal,
+    Movement,
+    Parameter,
+    WeightSignal,
+    _gradient_signal,
+    _weight_signal,
+    confirmed,
+    movement,
+    parameter_signals,
+    run_weight_spread,
+    weight_scale,
+)
+
+_NO_STEPS = np.empty(0, dtype=np.int64)
+
+
+def signals(data: RunData, tags: Sequence[ParameterTags]) -> list[Parameter]:
+    """``[parameter_signals(data, t) for t in tags]``: the gradients and weights that only
+    histograms describe computed together, table by table."""
+    gradients = {
+        i: key
+        for i, t in enumerate(tags)
+        if (key := _histogram_only(data, t, t.gradient, t.grad_norm, t.grad_nonfinite))
+    }
+    weights = {
+        i: key
+        for i, t in enumerate(tags)
+        if (key := _histogram_only(data, t, t.weight, t.weight_norm, t.weight_nonfinite))
+    }
+    made_gradients = dict(zip(gradients, _gradient_signals(data, gradients), strict=True))
+    made_weights = dict(zip(weights, _weight_signals(data, weights), strict=True))
+    found = []
+    for i, t in enumerate(tags):
+        if t.weight_also or t.gradient_also:
+            found.append(parameter_signals(data, t))
+            continue
+        gradient = made_gradients[i] if i in made_gradients else _gradient_signal(data, t)
+        weight = made_weights[i] if i in made_weights else _weight_signal(data, t)
+        found.append(Parameter(t, gradient, weight, ()))
+    return found
+
+
+def _histogram_only(
+    data: RunData,
+    tags: ParameterTags,
+    key: SeriesKey | None,
+    norm: str | None,
+    nonfinite: str | None,
+) -> SeriesKey | None:
+    """``key`` where its histogram series alone describes one of ``tags``' signals (read, no
+    exact norm and no non-finite count logged as scalars, no other writer's series), else
+    None."""
+    if key is None or key not in data.histograms or not len(data.histograms[key]):
+        return None
+    if tags.weight_also or tags.gradient_also:
+        return None
+    if (norm is not None and norm in data.scalars) or (
+        nonfinite is not None and nonfinite in data.scalars
+    ):
+        return None
+    return key
+
+
+class _Table:
+    """Histogram series logged at the same steps, stacked: ``column(name)`` is a statistic
+    over parameters x steps (float64, a copy: ``HistogramSeries.column`` of each, stacked)."""
+
+    def __init__(self, series: list[HistogramSeries]) -> None:
+        self.series = series
+        self.steps = series[0].steps
+        self.stats = np.stack([s.stats for s in series]).astype("float64")
+
+    def column(self, name: str) -> np.ndarray:
+        return np.ascontiguousarray(self.stats[:, :, COLUMN[name]])
+
+    def bad(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Steps at which each series held NaN/Inf (``signals._histogram_bad``), and the mask."""
+        bad = ~(self.column("nonfinite_share") == 0)
+        if not bad.any():
+            return bad, [_NO_STEPS] * len(self.series)
+        return bad, [self.steps[row].astype(np.int64) for row in bad]
+
+    def counts(self, require_finite: bool) -> list[float]:
+        """Each series' median element count (NaN where it has none; with ``require_finite``,
+        also where none of its counts is finite, as ``_gradient_signal`` asks)."""
+        counts = self.column("count")
+        found = _row_nanmedians(counts)
+        if require_finite:
+            finite = np.isfinite(counts).any(axis=1)
+            return [c if ok else float("nan") for c, ok in zip(found, finite.tolist(), strict=True)]
+        return found
+
+
+def _tables(data: RunData, keys: Mapping[int, SeriesKey]) -> list[tuple[_Table, list[int]]]:
+    """The series of ``keys`` stacked by their steps: each table and the keys of its rows."""
+    groups: dict[bytes, list[int]] = {}
+    for i, key in keys.items():
+        groups.setdefault(data.histograms[key].steps.tobytes(), []).append(i)
+    return [(_Table([data.histograms[keys[i]] for i in rows]), rows) for rows in groups.values()]
+
+
+def _gradient_signals(data: RunData, keys: Mapping[int, SeriesKey]) -> list[GradientSignal]:
+    """``_gradient_signal`` of each histogram-only gradient series of ``keys``, in order."""
+    found: dict[int, GradientSignal] = {}
+    for table, rows in _tables(data, keys):
+        bad, bad_steps = table.bad()
+        counts = table.counts(require_finite=True)
+        norm = table.column("l2_norm")
+        bounds = np.fmax.reduce(table.column("l2_error_bound"), axis=1, initial=0.0).tolist()
+        zero_share = table.column("zero_share")
+        norm[~np.isfinite(norm) | bad] = np.nan
+        rms = _sparse_rms(norm, counts, zero_share)
+        for at, i in enumerate(rows):
+            series = table.series[at]
+            found[i] = GradientSignal(
+                series.tag,
+                series.steps,
+                norm[at],
+                rms[at],
+                bad_steps[at],
+                bounds[at] == 0.0,
+                bounds[at],
+                counts[at],
+                series.histograms_read,
+            )
+    return [found[i] for i in keys]
+
+
+def _sparse_rms(norm: np.ndarray, counts: list[float], zero_share: np.ndarray) -> np.ndarray:
+    """``signals._sparse_rms`` of each row (its own count)."""
+    count = np.array(counts)
+    usable = np.isfinite(count) & (count > 0)
+    rms = norm.copy()
+    if usable.any():
+        share = zero_share[usable]
+        largest = np.finfo(share.dtype).max
+        share = np.minimum(np.maximum(share, -largest), largest)
+        share[np.isnan(share)] = 0.0
+        nonzero = np.where(share < DENSE_SHARE, 1.0 - share, 1.0)
+        rms[usable] = norm[usable] / np.sqrt(count[usable, None] * nonzero)
+    return rms
+
+
+def _weight_signals(data: RunData, keys: Mapping[int, SeriesKey]) -> list[WeightSignal]:
+    """``_weight_signal`` of each histogram-only weight series of ``keys``, in order."""
+    found: dict[int, WeightSignal] = {}
+    for table, rows in _tables(data, keys):
+        _, bad_steps = table.bad()
+        counts = table.counts(require_finite=False)
+        norm = table.column("l2_norm")
+        mean, std = table.column("mean"), table.column("std")
+        quantiles = table.stats[:, :, _QUANTILE_COLUMNS]
+        for at, i in enumerate(rows):
+            series, count = table.series[at], counts[at]
+            found[i] = WeightSignal(
+                tag=series.tag,
+                steps=series.steps,
+                norm=norm[at],
+                rms=norm[at] / np.sqrt(count) if count > 0 else norm[at],
+                mean=mean[at],
+                std=std[at],
+                quantiles=quantiles[at],
+                fingerprints=series.fingerprints,
+                bad_steps=bad_steps[at],
+                count=count,
+                steps_logged=series.histograms_read,
+            )
+    return [found[i] for i in keys]
+
+
+def movements(parameters: Sequence[Parameter]) -> dict[str, Movement]:
+    """Every parameter's weight movement (:func:`.signals.movement`, confirmed by other
+    writers' series of its weights), by name; parameters without one are left out."""
+    spread = run_weight_spread(list(parameters))
+    weights = [p.weight for p in parameters if p.weight is not None]
+    own = table_movements(weights, spread)
+    found = {}
+    for p, moved in zip((p for p in parameters if p.weight is not None), own, strict=True):
+        others = [m for w in p.weight_also if (m := movement(w, spread)) is not None]
+        if (m := confirmed(moved, others)) is not None:
+            found[p.name] = m
+    return found
+
+
+def baselines(parameters: Sequence[Parameter], config: Config) -> None:
+    """Each gradient's level (``GradientSignal.level``) and each signal's early and late
+    baseline (:func:`.rules.base.rms_early_and_late`), for the signals of one length whose
+    values are all finite at once, kept where the signals keep them; the others are found
+    when first asked for."""
+    groups: dict[int, list[GradientSignal | WeightSignal]] = {}
+    for p in parameters:
+        for signal in (p.gradient, p.weight):
+            if signal is not None and signal.rms.size:
+                groups.setdefault(signal.rms.size, []).append(signal)
+    for length, signals in groups.items():
+        rms = np.stack([s.rms for s in signals])
+        finite = np.isfinite(rms).all(axis=1).tolist()
+        size = baseline_size(length, config)
+        early = _row_medians(rms[:, :size]).tolist()
+        late = _row_medians(rms[:, -size:]).tolist()
+        levels = _row_medians(rms).tolist()
+        every = np.arange(length)  # np.isfinite(rms).nonzero()[0] of each row
+        every.flags.writeable = False
+        for i, signal in enumerate(signals):
+            if not finite[i]:
+                continue
+            keep_rms_early_and_late(signal, config, (early[i], late[i], every))
+            if isinstance(signal, GradientSignal):
+                signal.__dict__["level"] = levels[i]  # its functools.cached_property
+
+
+def table_movements(weights: Sequence[WeightSignal], spread: float) -> list[Movement | None]:
+    """``[movement(w, spread) for w in weights]``, the weights logged at the same steps with
+    every step usable computed together."""
+    found: list[Movement | None] = [None] * len(weights)
+    groups: dict[bytes, list[int]] = {}
+    for i, weight in enumerate(weights):
+        steps = weight.steps.size
+        if steps >= 2 and weight.fingerprints.size == steps:
+            groups.setdefault(weight.steps.tobytes(), []).append(i)
+    alone = set(range(len(weights)))
+    for rows in groups.values():
+        grids = np.stack([weights[i].quantiles for i in rows])  # [parameters, steps, 9]
+        _keep_stops([weights[i] for i in rows], grids)
+        usable = np.isfinite(grids).all(axis=(1, 2))
+        if not usable.all():  # a step without quantiles: those parameters alone
+            rows = [i for i, ok in zip(rows, usable.tolist(), strict=True) if ok]
+            grids = grids[usable]
+        if not rows:
+            continue
+        for i, moved in zip(rows, _moved([weights[i] for i in rows], grids, spread), strict=True):
+            found[i] = moved
+            alone.discard(i)
+    for i in alone:
+        found[i] = movement(weights[i], spread)
+    return found
+
+
+def _moved(weights: list[WeightSignal], grids: np.ndarray, spread: float) -> list[Movement]:
+    """``movement`` of weights sharing their steps, every step usable (``grids``: their
+    quantile grids stacked), the first step theirs."""
+    count, steps, levels = grids.shape
+    prints = np.stack([w.fingerprints for w in weights])
+    norms = np.stack([w.norm for w in weights])
+    identical = (prints == prints[:, :1]).all(axis=1)
+    identical &= ((norms == norms[:, :1]) | (np.isnan(norms) & np.isnan(norms[:, :1]))).all(axis=1)
+    scales = [weight_scale(w, spread, 0) for w in weights]
+    rows = grids.reshape(count * steps, levels)
+    firsts = np.repeat(grids[:, 0, :], steps, axis=0)
+    from_first = wasserstein_from_quantiles(rows, firsts).reshape(count, steps).max(axis=1)
+    later = np.ascontiguousarray(grids[:, 1:, :]).reshape(-1, levels)
+    earlier = np.ascontiguousarray(grids[:, :-1, :]).reshape(-1, levels)
+    updates = wasserstein_from_quantiles(later, earlier).reshape(count, steps - 1)
+    gap = (weights[0].steps[1:] - weights[0].steps[:-1]).astype(np.float64)
+    step_update = _row_medians(updates)
+    update_ratio = _row_medians(updates / np.maximum(gap, 1.0))
+    norm_change = np.abs(norms - norms[:, :1]).max(axis=1)
+    lowest = np.abs(grids[:, :, 0] - grids[:, :1, 0]).max(axis=1)
+    highest = np.abs(grids[:, :, -1] - grids[:, :1, -1]).max(axis=1)
+    found = []
+    for i, (weight, (scale, source)) in enumerate(zip(weights, scales, strict=True)):
+        if identical[i]:
+            found.append(Movement(True, 0.0, 0.0, 0.0, scale, source))
+            continue
+        norm_scale = max(abs(float(norms[i, 0])), scale * np.sqrt(max(weight.count, 1.0)))
+        found.append(
+            Movement(
+                bit_identical=False,
+                from_first=float(from_first[i] / scale),
+                norm_change=float(norm_change[i] / norm_scale),
+                step_update=float(step_update[i]) / scale,
+                scale=scale,
+                scale_source=source,
+                extremes_change=float(max(lowest[i], highest[i]) / scale),
+                update_ratio=float(update_ratio[i]) / scale,
+            )
+        )
+    return found
+
+
+def _keep_stops(weights: list[WeightSignal], grids: np.ndarray) -> None:
+    """:func:`.rules.stopped.stopped_index` of weights sharing their steps (``grids``: their
+    quantile grids stacked), kept on each for the rule."""
+    count = grids.shape[1]
+    prints = np.stack([w.fingerprints for w in weights])
+    norms = np.stack([w.norm for w in weights])
+    same = (prints == prints[:, -1:]) & np.isfinite(grids).all(axis=2)
+    same &= (norms == norms[:, -1:]) | (np.isnan(norms) & np.isnan(norms[:, -1:]))
+    moved = (~same).any(axis=1).tolist()
+    firsts = (count - np.argmax(~same[:, ::-1], axis=1)).tolist()  # after the last change
+    for weight, changed, first in zip(weights, moved, firsts, strict=True):
+        keep_stopped_index(weight, stopped_from(first, count) if changed else None)
+
+
+def _row_medians(values: np.ndarray) -> np.ndarray:
+    """``np.median(values, axis=1)`` of finite values: the middle of each sorted row, or the
+    mean of the two middle ones (:func:`.numeric.median`'s arithmetic, row by row)."""
+    ordered = np.sort(values, axis=1)
+    middle = ordered.shape[1] // 2
+    if ordered.shape[1] % 2:
+        return ordered[:, middle]
+    return (ordered[:, middle - 1] + ordered[:, middle]) / 2
+
+
+def _row_nanmedians(values: np.ndarray) -> list[float]:
+    """``[numeric.nanmedian(row) for row in values]``: rows of finite values at once (numpy
+    sorts each row as it sorts one array), the others (a NaN, an infinity) one by one."""
+    ordered = np.sort(values, axis=1)
+    middle = ordered.shape[1] // 2
+    low = ordered[:, middle - 1 + ordered.shape[1] % 2]
+    high = ordered[:, middle]
+    found = ((low + high) / 2 if ordered.shape[1] % 2 == 0 else high).tolist()
+    plain = np.isfinite(values).all(axis=1)
+    for i in np.flatnonzero(~plain).tolist():
+        found[i] = nanmedian(values[i])
+    return found
