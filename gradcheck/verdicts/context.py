@@ -55,6 +55,7 @@ def run_context(
     loss = _loss_before(loss or training_loss(data), before_step)
     scale = loss_scale(data)
     rate = learning_rate(data)
+    lr_steps, lr_values = _rate_series(rate)
     movements = table.movements(parameters)
     ceilings = [c for g in norms if (c := pinned_ceiling(g.values, config, g.exact)) is not None]
     return RunContext(
@@ -89,10 +90,17 @@ def run_context(
         loss_scale_tag=scale.tag if scale is not None else None,
         loss_scale_drops=_drops(scale),
         lr_tag=rate.tag if rate is not None else None,
-        lr_steps=rate.steps if rate is not None else np.empty(0, dtype=np.int64),
-        lr_values=rate.values if rate is not None else np.empty(0),
+        lr_steps=lr_steps,
+        lr_values=lr_values,
         steps_are_epochs=_steps_are_epochs(data, parameters),
+        sgd_ratios=table.sgd_ratios(parameters, lr_steps, lr_values),
     )
+
+
+def _rate_series(rate: ScalarSeries | None) -> tuple[np.ndarray, np.ndarray]:
+    if rate is None:
+        return np.empty(0, dtype=np.int64), np.empty(0)
+    return rate.steps, rate.values
 
 
 def _layer_levels(levels: Mapping[str, float]) -> dict[str, float]:

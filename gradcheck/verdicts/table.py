@@ -239,6 +239,37 @@ def baselines(parameters: Sequence[Parameter], config: Config) -> None:
                 signal.__dict__["level"] = levels[i]  # its functools.cached_property
 
 
+def sgd_ratios(
+    parameters: Sequence[Parameter], lr_steps: np.ndarray, lr_values: np.ndarray
+) -> dict[str, float | None]:
+    """:func:`.rules.slow.sgd_ratio` (the median ``lr * ||g|| / ||w||``) of the parameters
+    whose gradient and weights were logged at the same steps, where every ratio is finite, by
+    name; the others' is computed when asked for."""
+    if not lr_steps.size or not lr_values.size:
+        return {}
+    groups: dict[bytes, list[tuple[str, GradientSignal, WeightSignal]]] = {}
+    for p in parameters:
+        gradient, weight = p.gradient, p.weight
+        if gradient is not None and weight is not None and gradient.steps.size:
+            key = gradient.steps.tobytes()
+            if key == weight.steps.tobytes():
+                groups.setdefault(key, []).append((p.name, gradient, weight))
+    found: dict[str, float | None] = {}
+    for group in groups.values():
+        steps = group[0][1].steps
+        position = np.maximum(np.searchsorted(lr_steps, steps, side="right") - 1, 0)
+        gradients = np.stack([gradient.norm for _, gradient, _ in group])
+        weights = np.stack([weight.norm for _, _, weight in group])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = lr_values[position] * gradients / weights
+        finite = np.isfinite(ratio).all(axis=1).tolist()
+        medians = _row_medians(ratio).tolist()
+        for (name, _, _), ok, middle in zip(group, finite, medians, strict=True):
+            if ok:
+                found[name] = middle
+    return found
+
+
 def table_movements(weights: Sequence[WeightSignal], spread: float) -> list[Movement | None]:
     """``[movement(w, spread) for w in weights]``, the weights logged at the same steps with
     every step usable computed together."""

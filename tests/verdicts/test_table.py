@@ -19,12 +19,15 @@ import pytest
 from gradcheck.engine.read import read_runs, using
 from gradcheck.events.discover import discover
 from gradcheck.events.steps import StepWindow
+from gradcheck.model import ScalarSeries
 from gradcheck.series.data import STAT_NAMES
 from gradcheck.series.merge import join_renamed, merge
 from gradcheck.tags import DEFAULT_RULES
 from gradcheck.tags.scalars import scalar_roles
 from gradcheck.verdicts.config import DEFAULT_CONFIG
+from gradcheck.verdicts.context import learning_rate
 from gradcheck.verdicts.detect import run_parameters
+from gradcheck.verdicts.numeric import median
 from gradcheck.verdicts.pairing import pair_parameters
 from gradcheck.verdicts.rules.base import early_and_late
 from gradcheck.verdicts.rules.stopped import stopped_index
@@ -35,8 +38,9 @@ from gradcheck.verdicts.signals import (
     movement,
     parameter_signals,
     run_weight_spread,
+    sgd_update_ratio,
 )
-from gradcheck.verdicts.table import baselines, signals, table_movements
+from gradcheck.verdicts.table import baselines, sgd_ratios, signals, table_movements
 from tests.support.paths import CORPUS_RUNS, SAMPLE_RUNS, TEST_DATA
 
 
@@ -92,6 +96,8 @@ def run_weight_spread_of(weights: list[WeightSignal]) -> float:
     return run_weight_spread([Parameter(ParameterTags(w.tag, 0), None, w) for w in weights])
 
 
+_CHECKED = {"sgd": 0}
+
 ROOTS = [
     TEST_DATA / "writers",
     TEST_DATA / "runs15",
@@ -109,6 +115,15 @@ def _check_signals(data) -> int:
     table = signals(data, tags)
     for t, got in zip(tags, table, strict=True):
         assert _same(got, parameter_signals(data, t)), t.name
+    rate = learning_rate(data)
+    if rate is not None:
+        ratios = sgd_ratios(table, rate.steps, rate.values)
+        _CHECKED["sgd"] += len(ratios)
+        for p in table:
+            if p.name in ratios:
+                assert p.gradient is not None and p.weight is not None
+                ratio = sgd_update_ratio(p.gradient, p.weight, rate.steps, rate.values)
+                assert _same(ratios[p.name], median(ratio) if ratio.size else None), p.name
     baselines(table, DEFAULT_CONFIG)
     for p in table:
         for signal in (p.gradient, p.weight):
@@ -127,6 +142,27 @@ def test_table_is_the_definition_on_real_runs(root: Path) -> None:
     runs = _runs_under(root)
     assert sum(_check_signals(data) for data in runs) > 0
     assert sum(_check(_weights(data)) for data in runs) > 0
+
+
+def test_table_sgd_ratios_with_a_learning_rate() -> None:
+    """No committed run logs a learning rate beside gradients and weights: a real run's, with
+    a decaying learning rate logged before its first step, at its steps from the fourth on and
+    after its last, and weights of norm zero at one step (an infinite ratio: computed alone)."""
+    (data,) = _runs_under(SAMPLE_RUNS / "tf_loop_vanishing_sigmoid")  # histograms only
+    steps = next(iter(data.histograms.values())).steps
+    rate = ScalarSeries(
+        "learning_rate",
+        np.array([steps[0] - 1, *steps[3:], steps[-1] + 5], dtype=np.int64),
+        0.1 / np.arange(1.0, steps.size),
+    )
+    key = next(k for k in data.histograms if "kernel" in k[0] and "grad" not in k[0].lower())
+    zeroed = data.histograms[key].stats.copy()
+    zeroed[2, STAT_NAMES.index("l2_norm")] = 0.0
+    histograms = {**data.histograms, key: dataclasses.replace(data.histograms[key], stats=zeroed)}
+    scalars = {**data.scalars, rate.tag: rate}
+    _CHECKED["sgd"] = 0
+    _check_signals(dataclasses.replace(data, histograms=histograms, scalars=scalars))
+    assert _CHECKED["sgd"] >= 5
 
 
 @pytest.mark.skipif(not CORPUS_RUNS.is_dir(), reason="the shared corpus is not here")

@@ -91,6 +91,9 @@ class RunContext:
     steps_are_epochs: bool = False
     """The weights are logged at the steps of an ``epoch_*`` scalar (Keras' TensorBoard
     callback): a step is an epoch of many updates, not one update."""
+    sgd_ratios: Mapping[str, float | None] = field(default_factory=dict)
+    """:func:`.slow.sgd_ratio` of the parameters the table computed it for, by name (the
+    others' is computed when asked for)."""
     blow_up_step: int | None = None
     """The run's earliest exploding onset or NaN step, when the rules judge the healthy steps
     before it (vanishing and static; None for the blow-up rules, and for a run without one)."""

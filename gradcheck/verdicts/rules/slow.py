@@ -41,6 +41,8 @@ SLOW = (
 
 def sgd_ratio(parameter: Parameter, context: RunContext) -> float | None:
     """Median ``lr * ||g|| / ||w||`` over the steps with all three logged (None otherwise)."""
+    if parameter.name in context.sgd_ratios:  # the table's (gradcheck.verdicts.table)
+        return context.sgd_ratios[parameter.name]
     if parameter.gradient is None or parameter.weight is None or not context.lr_values.size:
         return None
     ratio = sgd_update_ratio(
