@@ -14,7 +14,8 @@ the movement) is computed alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -42,6 +43,7 @@ from gradcheck.verdicts.signals import (
 )
 
 _NO_STEPS = np.empty(0, dtype=np.int64)
+_Row = TypeVar("_Row")
 
 
 def signals(data: RunData, tags: Sequence[ParameterTags]) -> list[Parameter]:
@@ -121,12 +123,29 @@ class _Table:
         return found
 
 
-def _tables(data: RunData, keys: Mapping[int, SeriesKey]) -> list[tuple[_Table, list[int]]]:
-    """The series of ``keys`` stacked by their steps: each table and the keys of its rows."""
+def _tables(data: RunData, keys: Mapping[int, SeriesKey]) -> Iterator[tuple[_Table, list[int]]]:
+    """The series of ``keys`` stacked by their steps, one table at a time (of a bounded size:
+    :func:`_slices`): each table and the keys of its rows."""
     groups: dict[bytes, list[int]] = {}
     for i, key in keys.items():
         groups.setdefault(data.histograms[key].steps.tobytes(), []).append(i)
-    return [(_Table([data.histograms[keys[i]] for i in rows]), rows) for rows in groups.values()]
+    for group in groups.values():
+        width = data.histograms[keys[group[0]]].stats.size  # steps x statistics
+        for rows in _slices(group, width):
+            yield _Table([data.histograms[keys[i]] for i in rows]), rows
+
+
+_BUDGET = 1 << 18
+"""Values in one stacked array at most (2 MB of float64): the series of many parameters
+logged at many steps are stacked a slice of rows at a time, so that judging a run holds little
+more memory than its series."""
+
+
+def _slices(rows: list[_Row], width: int) -> Iterator[list[_Row]]:
+    """``rows`` in slices of at most :data:`_BUDGET` values, ``width`` values a row."""
+    size = max(1, _BUDGET // max(width, 1))
+    for start in range(0, len(rows), size):
+        yield rows[start : start + size]
 
 
 def _gradient_signals(data: RunData, keys: Mapping[int, SeriesKey]) -> list[GradientSignal]:
@@ -222,21 +241,29 @@ def baselines(parameters: Sequence[Parameter], config: Config) -> None:
         for signal in (p.gradient, p.weight):
             if signal is not None and signal.rms.size:
                 groups.setdefault(signal.rms.size, []).append(signal)
-    for length, signals in groups.items():
-        rms = np.stack([s.rms for s in signals])
-        finite = np.isfinite(rms).all(axis=1).tolist()
-        size = baseline_size(length, config)
-        early = _row_medians(rms[:, :size]).tolist()
-        late = _row_medians(rms[:, -size:]).tolist()
-        levels = _row_medians(rms).tolist()
-        every = np.arange(length)  # np.isfinite(rms).nonzero()[0] of each row
-        every.flags.writeable = False
-        for i, signal in enumerate(signals):
-            if not finite[i]:
-                continue
-            keep_rms_early_and_late(signal, config, (early[i], late[i], every))
-            if isinstance(signal, GradientSignal):
-                signal.__dict__["level"] = levels[i]  # its functools.cached_property
+    for length, group in groups.items():
+        for signals in _slices(group, length):
+            _keep_baselines(signals, length, config)
+
+
+def _keep_baselines(
+    signals: list[GradientSignal | WeightSignal], length: int, config: Config
+) -> None:
+    """:func:`baselines` of signals of ``length`` values."""
+    rms = np.stack([s.rms for s in signals])
+    finite = np.isfinite(rms).all(axis=1).tolist()
+    size = baseline_size(length, config)
+    early = _row_medians(rms[:, :size]).tolist()
+    late = _row_medians(rms[:, -size:]).tolist()
+    levels = _row_medians(rms).tolist()
+    every = np.arange(length)  # np.isfinite(rms).nonzero()[0] of each row
+    every.flags.writeable = False
+    for i, signal in enumerate(signals):
+        if not finite[i]:
+            continue
+        keep_rms_early_and_late(signal, config, (early[i], late[i], every))
+        if isinstance(signal, GradientSignal):
+            signal.__dict__["level"] = levels[i]  # its functools.cached_property
 
 
 def sgd_ratios(
@@ -255,18 +282,30 @@ def sgd_ratios(
             if key == weight.steps.tobytes():
                 groups.setdefault(key, []).append((p.name, gradient, weight))
     found: dict[str, float | None] = {}
-    for group in groups.values():
-        steps = group[0][1].steps
-        position = np.maximum(np.searchsorted(lr_steps, steps, side="right") - 1, 0)
-        gradients = np.stack([gradient.norm for _, gradient, _ in group])
-        weights = np.stack([weight.norm for _, _, weight in group])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = lr_values[position] * gradients / weights
-        finite = np.isfinite(ratio).all(axis=1).tolist()
-        medians = _row_medians(ratio).tolist()
-        for (name, _, _), ok, middle in zip(group, finite, medians, strict=True):
-            if ok:
-                found[name] = middle
+    for rows in groups.values():
+        for group in _slices(rows, rows[0][1].steps.size):
+            found.update(_sgd_ratios(group, lr_steps, lr_values))
+    return found
+
+
+def _sgd_ratios(
+    group: list[tuple[str, GradientSignal, WeightSignal]],
+    lr_steps: np.ndarray,
+    lr_values: np.ndarray,
+) -> dict[str, float | None]:
+    """:func:`sgd_ratios` of parameters whose gradients and weights share their steps."""
+    found: dict[str, float | None] = {}
+    steps = group[0][1].steps
+    position = np.maximum(np.searchsorted(lr_steps, steps, side="right") - 1, 0)
+    gradients = np.stack([gradient.norm for _, gradient, _ in group])
+    weights = np.stack([weight.norm for _, _, weight in group])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = lr_values[position] * gradients / weights
+    finite = np.isfinite(ratio).all(axis=1).tolist()
+    medians = _row_medians(ratio).tolist()
+    for (name, _, _), ok, middle in zip(group, finite, medians, strict=True):
+        if ok:
+            found[name] = middle
     return found
 
 
@@ -280,7 +319,12 @@ def table_movements(weights: Sequence[WeightSignal], spread: float) -> list[Move
         if steps >= 2 and weight.fingerprints.size == steps:
             groups.setdefault(weight.steps.tobytes(), []).append(i)
     alone = set(range(len(weights)))
-    for rows in groups.values():
+    slices = (
+        rows
+        for group in groups.values()
+        for rows in _slices(group, weights[group[0]].quantiles.size)
+    )
+    for rows in slices:
         grids = np.stack([weights[i].quantiles for i in rows])  # [parameters, steps, 9]
         _keep_stops([weights[i] for i in rows], grids)
         usable = np.isfinite(grids).all(axis=(1, 2))

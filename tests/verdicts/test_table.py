@@ -24,6 +24,7 @@ from gradcheck.series.data import STAT_NAMES
 from gradcheck.series.merge import join_renamed, merge
 from gradcheck.tags import DEFAULT_RULES
 from gradcheck.tags.scalars import scalar_roles
+from gradcheck.verdicts import table
 from gradcheck.verdicts.config import DEFAULT_CONFIG
 from gradcheck.verdicts.context import learning_rate
 from gradcheck.verdicts.detect import run_parameters
@@ -80,9 +81,9 @@ def _same(a: object, b: object) -> bool:
 def _check(weights: list[WeightSignal]) -> int:
     """Table against definition on ``weights``; the number of movements compared."""
     spread = run_weight_spread_of(weights)
-    table = table_movements(weights, spread)
+    at_once = table_movements(weights, spread)
     one_by_one = [movement(w, spread) for w in weights]
-    for weight, got, want in zip(weights, table, one_by_one, strict=True):
+    for weight, got, want in zip(weights, at_once, one_by_one, strict=True):
         assert _same(got, want), (weight.tag, got, want)
         if "_stopped_index" in weight.__dict__:  # kept by the table
             alone = dataclasses.replace(weight)
@@ -112,20 +113,20 @@ def _check_signals(data) -> int:
     tags = pair_parameters(
         list(data.histograms), list(data.scalars), DEFAULT_RULES, scalar_roles(data.scalars)
     )
-    table = signals(data, tags)
-    for t, got in zip(tags, table, strict=True):
+    at_once = signals(data, tags)
+    for t, got in zip(tags, at_once, strict=True):
         assert _same(got, parameter_signals(data, t)), t.name
     rate = learning_rate(data)
     if rate is not None:
-        ratios = sgd_ratios(table, rate.steps, rate.values)
+        ratios = sgd_ratios(at_once, rate.steps, rate.values)
         _CHECKED["sgd"] += len(ratios)
-        for p in table:
+        for p in at_once:
             if p.name in ratios:
                 assert p.gradient is not None and p.weight is not None
                 ratio = sgd_update_ratio(p.gradient, p.weight, rate.steps, rate.values)
                 assert _same(ratios[p.name], median(ratio) if ratio.size else None), p.name
-    baselines(table, DEFAULT_CONFIG)
-    for p in table:
+    baselines(at_once, DEFAULT_CONFIG)
+    for p in at_once:
         for signal in (p.gradient, p.weight):
             if signal is None:
                 continue
@@ -258,3 +259,19 @@ def test_table_signals_on_damaged_statistics() -> None:
     damaged = dataclasses.replace(data, histograms={**data.histograms, **changed})
     assert _check_signals(damaged) >= 4
     assert _check(_weights(damaged)) > 0
+
+
+def test_a_table_bigger_than_its_budget_is_computed_a_slice_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run of many parameters logged at many steps is stacked a slice of rows at a time (so
+    that memory stays what the series hold): the same numbers, slice by slice."""
+    monkeypatch.setattr(table, "_BUDGET", 40)  # a row or two a slice
+    slices = []
+    real = table._slices
+    monkeypatch.setattr(table, "_slices", lambda rows, width: slices.append(1) or real(rows, width))
+    for root in (TEST_DATA / "runs15", SAMPLE_RUNS):
+        for data in _runs_under(root):
+            _check_signals(data)
+            _check(_weights(data))
+    assert len(slices) > 20
