@@ -14,7 +14,7 @@ the movement) is computed alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -59,8 +59,10 @@ def signals(data: RunData, tags: Sequence[ParameterTags]) -> list[Parameter]:
         for i, t in enumerate(tags)
         if (key := _histogram_only(data, t, t.weight, t.weight_norm, t.weight_nonfinite))
     }
-    made_gradients = dict(zip(gradients, _gradient_signals(data, gradients), strict=True))
-    made_weights = dict(zip(weights, _weight_signals(data, weights), strict=True))
+    made_gradients = dict(
+        zip(gradients, _by_table(data, gradients, _gradient_signals), strict=True)
+    )
+    made_weights = dict(zip(weights, _by_table(data, weights, _weight_signals), strict=True))
     found = []
     for i, t in enumerate(tags):
         if t.weight_also or t.gradient_also:
@@ -100,10 +102,14 @@ class _Table:
     def __init__(self, series: list[HistogramSeries]) -> None:
         self.series = series
         self.steps = series[0].steps
-        self.stats = np.stack([s.stats for s in series]).astype("float64")
+        self.stats = np.stack([s.stats for s in series])  # float32, as the series hold them
 
     def column(self, name: str) -> np.ndarray:
-        return np.ascontiguousarray(self.stats[:, :, COLUMN[name]])
+        return self.stats[:, :, COLUMN[name]].astype("float64")
+
+    def quantile_grids(self) -> np.ndarray:
+        """``HistogramSeries.quantile_grid`` of each: parameters x steps x 9, float64."""
+        return self.stats[:, :, _QUANTILE_COLUMNS].astype("float64")
 
     def bad(self) -> tuple[np.ndarray, list[np.ndarray]]:
         """Steps at which each series held NaN/Inf (``signals._histogram_bad``), and the mask."""
@@ -148,31 +154,39 @@ def _slices(rows: list[_Row], width: int) -> Iterator[list[_Row]]:
         yield rows[start : start + size]
 
 
-def _gradient_signals(data: RunData, keys: Mapping[int, SeriesKey]) -> list[GradientSignal]:
-    """``_gradient_signal`` of each histogram-only gradient series of ``keys``, in order."""
-    found: dict[int, GradientSignal] = {}
+def _by_table(
+    data: RunData, keys: Mapping[int, SeriesKey], made: Callable[[_Table], list[_Row]]
+) -> list[_Row]:
+    """``made`` of each table of ``keys``' series (one per row), in the order of ``keys``."""
+    found: dict[int, _Row] = {}
     for table, rows in _tables(data, keys):
-        bad, bad_steps = table.bad()
-        counts = table.counts(require_finite=True)
-        norm = table.column("l2_norm")
-        bounds = np.fmax.reduce(table.column("l2_error_bound"), axis=1, initial=0.0).tolist()
-        zero_share = table.column("zero_share")
-        norm[~np.isfinite(norm) | bad] = np.nan
-        rms = _sparse_rms(norm, counts, zero_share)
-        for at, i in enumerate(rows):
-            series = table.series[at]
-            found[i] = GradientSignal(
-                series.tag,
-                series.steps,
-                norm[at],
-                rms[at],
-                bad_steps[at],
-                bounds[at] == 0.0,
-                bounds[at],
-                counts[at],
-                series.histograms_read,
-            )
+        found.update(zip(rows, made(table), strict=True))
     return [found[i] for i in keys]
+
+
+def _gradient_signals(table: _Table) -> list[GradientSignal]:
+    """``_gradient_signal`` of each histogram-only gradient series of ``table``."""
+    bad, bad_steps = table.bad()
+    counts = table.counts(require_finite=True)
+    norm = table.column("l2_norm")
+    bounds = np.fmax.reduce(table.column("l2_error_bound"), axis=1, initial=0.0).tolist()
+    zero_share = table.column("zero_share")
+    norm[~np.isfinite(norm) | bad] = np.nan
+    rms = _sparse_rms(norm, counts, zero_share)
+    return [
+        GradientSignal(
+            series.tag,
+            series.steps,
+            norm[at],
+            rms[at],
+            bad_steps[at],
+            bounds[at] == 0.0,
+            bounds[at],
+            counts[at],
+            series.histograms_read,
+        )
+        for at, series in enumerate(table.series)
+    ]
 
 
 def _sparse_rms(norm: np.ndarray, counts: list[float], zero_share: np.ndarray) -> np.ndarray:
@@ -190,31 +204,29 @@ def _sparse_rms(norm: np.ndarray, counts: list[float], zero_share: np.ndarray) -
     return rms
 
 
-def _weight_signals(data: RunData, keys: Mapping[int, SeriesKey]) -> list[WeightSignal]:
-    """``_weight_signal`` of each histogram-only weight series of ``keys``, in order."""
-    found: dict[int, WeightSignal] = {}
-    for table, rows in _tables(data, keys):
-        _, bad_steps = table.bad()
-        counts = table.counts(require_finite=False)
-        norm = table.column("l2_norm")
-        mean, std = table.column("mean"), table.column("std")
-        quantiles = table.stats[:, :, _QUANTILE_COLUMNS]
-        for at, i in enumerate(rows):
-            series, count = table.series[at], counts[at]
-            found[i] = WeightSignal(
-                tag=series.tag,
-                steps=series.steps,
-                norm=norm[at],
-                rms=norm[at] / np.sqrt(count) if count > 0 else norm[at],
-                mean=mean[at],
-                std=std[at],
-                quantiles=quantiles[at],
-                fingerprints=series.fingerprints,
-                bad_steps=bad_steps[at],
-                count=count,
-                steps_logged=series.histograms_read,
-            )
-    return [found[i] for i in keys]
+def _weight_signals(table: _Table) -> list[WeightSignal]:
+    """``_weight_signal`` of each histogram-only weight series of ``table``."""
+    _, bad_steps = table.bad()
+    counts = table.counts(require_finite=False)
+    norm = table.column("l2_norm")
+    mean, std = table.column("mean"), table.column("std")
+    quantiles = table.quantile_grids()
+    return [
+        WeightSignal(
+            tag=series.tag,
+            steps=series.steps,
+            norm=norm[at],
+            rms=norm[at] / np.sqrt(count) if count > 0 else norm[at],
+            mean=mean[at],
+            std=std[at],
+            quantiles=quantiles[at],
+            fingerprints=series.fingerprints,
+            bad_steps=bad_steps[at],
+            count=count,
+            steps_logged=series.histograms_read,
+        )
+        for at, (series, count) in enumerate(zip(table.series, counts, strict=True))
+    ]
 
 
 def movements(parameters: Sequence[Parameter]) -> dict[str, Movement]:
@@ -325,15 +337,15 @@ def table_movements(weights: Sequence[WeightSignal], spread: float) -> list[Move
         for rows in _slices(group, weights[group[0]].quantiles.size)
     )
     for rows in slices:
-        grids = np.stack([weights[i].quantiles for i in rows])  # [parameters, steps, 9]
-        _keep_stops([weights[i] for i in rows], grids)
-        usable = np.isfinite(grids).all(axis=(1, 2))
+        stacked = _Weights([weights[i] for i in rows])
+        _keep_stops(stacked)
+        usable = np.isfinite(stacked.grids).all(axis=(1, 2))
         if not usable.all():  # a step without quantiles: those parameters alone
             rows = [i for i, ok in zip(rows, usable.tolist(), strict=True) if ok]
-            grids = grids[usable]
+            stacked = stacked.only(usable)
         if not rows:
             continue
-        for i, moved in zip(rows, _moved([weights[i] for i in rows], grids, spread), strict=True):
+        for i, moved in zip(rows, _moved(stacked, spread), strict=True):
             found[i] = moved
             alone.discard(i)
     for i in alone:
@@ -341,14 +353,38 @@ def table_movements(weights: Sequence[WeightSignal], spread: float) -> list[Move
     return found
 
 
-def _moved(weights: list[WeightSignal], grids: np.ndarray, spread: float) -> list[Movement]:
-    """``movement`` of weights sharing their steps, every step usable (``grids``: their
-    quantile grids stacked), the first step theirs."""
+class _Weights:
+    """Weights logged at the same steps, stacked: their quantile grids (parameters x steps x
+    9), fingerprints and norms (parameters x steps)."""
+
+    def __init__(self, weights: list[WeightSignal]) -> None:
+        self.weights = weights
+        self.grids = np.stack([w.quantiles for w in weights])
+        self.prints = np.stack([w.fingerprints for w in weights])
+        self.norms = np.stack([w.norm for w in weights])
+
+    def only(self, rows: np.ndarray) -> _Weights:
+        """The weights of the rows ``rows`` (a mask) is true of."""
+        kept = _Weights.__new__(_Weights)
+        kept.weights = [w for w, keep in zip(self.weights, rows.tolist(), strict=True) if keep]
+        kept.grids, kept.prints, kept.norms = self.grids[rows], self.prints[rows], self.norms[rows]
+        return kept
+
+    def same_as(self, step: int) -> np.ndarray:
+        """Parameters x steps: the histogram and the norm bit for bit those of ``step`` (a
+        NaN norm the same as a NaN)."""
+        prints, norms = self.prints, self.norms
+        norm = norms[:, step, None]
+        return (prints == prints[:, step, None]) & (
+            (norms == norm) | (np.isnan(norms) & np.isnan(norm))
+        )
+
+
+def _moved(stacked: _Weights, spread: float) -> list[Movement]:
+    """``movement`` of weights sharing their steps, every step usable, the first step theirs."""
+    weights, grids, norms = stacked.weights, stacked.grids, stacked.norms
     count, steps, levels = grids.shape
-    prints = np.stack([w.fingerprints for w in weights])
-    norms = np.stack([w.norm for w in weights])
-    identical = (prints == prints[:, :1]).all(axis=1)
-    identical &= ((norms == norms[:, :1]) | (np.isnan(norms) & np.isnan(norms[:, :1]))).all(axis=1)
+    identical = np.all(stacked.same_as(0), axis=1)
     scales = [weight_scale(w, spread, 0) for w in weights]
     rows = grids.reshape(count * steps, levels)
     firsts = np.repeat(grids[:, 0, :], steps, axis=0)
@@ -383,17 +419,14 @@ def _moved(weights: list[WeightSignal], grids: np.ndarray, spread: float) -> lis
     return found
 
 
-def _keep_stops(weights: list[WeightSignal], grids: np.ndarray) -> None:
-    """:func:`.rules.stopped.stopped_index` of weights sharing their steps (``grids``: their
-    quantile grids stacked), kept on each for the rule."""
-    count = grids.shape[1]
-    prints = np.stack([w.fingerprints for w in weights])
-    norms = np.stack([w.norm for w in weights])
-    same = (prints == prints[:, -1:]) & np.isfinite(grids).all(axis=2)
-    same &= (norms == norms[:, -1:]) | (np.isnan(norms) & np.isnan(norms[:, -1:]))
+def _keep_stops(stacked: _Weights) -> None:
+    """:func:`.rules.stopped.stopped_index` of weights sharing their steps, kept on each for
+    the rule."""
+    count = stacked.grids.shape[1]
+    same = stacked.same_as(-1) & np.isfinite(stacked.grids).all(axis=2)
     moved = (~same).any(axis=1).tolist()
     firsts = (count - np.argmax(~same[:, ::-1], axis=1)).tolist()  # after the last change
-    for weight, changed, first in zip(weights, moved, firsts, strict=True):
+    for weight, changed, first in zip(stacked.weights, moved, firsts, strict=True):
         keep_stopped_index(weight, stopped_from(first, count) if changed else None)
 
 
@@ -410,12 +443,7 @@ def _row_medians(values: np.ndarray) -> np.ndarray:
 def _row_nanmedians(values: np.ndarray) -> list[float]:
     """``[numeric.nanmedian(row) for row in values]``: rows of finite values at once (numpy
     sorts each row as it sorts one array), the others (a NaN, an infinity) one by one."""
-    ordered = np.sort(values, axis=1)
-    middle = ordered.shape[1] // 2
-    low = ordered[:, middle - 1 + ordered.shape[1] % 2]
-    high = ordered[:, middle]
-    found = ((low + high) / 2 if ordered.shape[1] % 2 == 0 else high).tolist()
-    plain = np.isfinite(values).all(axis=1)
-    for i in np.flatnonzero(~plain).tolist():
+    found = _row_medians(values).tolist()
+    for i in np.flatnonzero(~np.isfinite(values).all(axis=1)).tolist():
         found[i] = nanmedian(values[i])
     return found
