@@ -19,7 +19,7 @@ import pytest
 from gradcheck.engine.read import read_runs, using
 from gradcheck.events.discover import discover
 from gradcheck.events.steps import StepWindow
-from gradcheck.model import ScalarSeries
+from gradcheck.model import RunData, ScalarSeries
 from gradcheck.series.data import STAT_NAMES
 from gradcheck.series.merge import join_renamed, merge
 from gradcheck.tags import DEFAULT_RULES
@@ -29,7 +29,7 @@ from gradcheck.verdicts.config import DEFAULT_CONFIG
 from gradcheck.verdicts.context import learning_rate
 from gradcheck.verdicts.detect import run_parameters
 from gradcheck.verdicts.numeric import median
-from gradcheck.verdicts.pairing import pair_parameters
+from gradcheck.verdicts.pairing import ParameterTags, pair_parameters
 from gradcheck.verdicts.rules.base import early_and_late
 from gradcheck.verdicts.rules.stopped import stopped_index
 from gradcheck.verdicts.signals import (
@@ -92,12 +92,8 @@ def _check(weights: list[WeightSignal]) -> int:
 
 
 def run_weight_spread_of(weights: list[WeightSignal]) -> float:
-    from gradcheck.verdicts.pairing import ParameterTags
-
     return run_weight_spread([Parameter(ParameterTags(w.tag, 0), None, w) for w in weights])
 
-
-_CHECKED = {"sgd": 0}
 
 ROOTS = [
     TEST_DATA / "writers",
@@ -107,24 +103,36 @@ ROOTS = [
 ]
 
 
-def _check_signals(data) -> int:
-    """``table.signals`` against ``parameter_signals`` on a run; the parameters compared."""
+def _signals(data) -> tuple[RunData, list[ParameterTags], list[Parameter]]:
+    """A run's data as the verdicts see it, its parameters' tags, and ``table.signals``."""
     data = join_renamed(data)
     tags = pair_parameters(
         list(data.histograms), list(data.scalars), DEFAULT_RULES, scalar_roles(data.scalars)
     )
-    at_once = signals(data, tags)
+    return data, tags, signals(data, tags)
+
+
+def _check_sgd(data) -> int:
+    """``table.sgd_ratios`` against ``rules.slow.sgd_ratio``'s median; the ratios compared."""
+    _, _, at_once = _signals(data)
+    rate = learning_rate(data)
+    if rate is None:
+        return 0
+    ratios = sgd_ratios(at_once, rate.steps, rate.values)
+    for p in at_once:
+        if p.name in ratios:
+            assert p.gradient is not None and p.weight is not None
+            ratio = sgd_update_ratio(p.gradient, p.weight, rate.steps, rate.values)
+            assert _same(ratios[p.name], median(ratio) if ratio.size else None), p.name
+    return len(ratios)
+
+
+def _check_signals(data) -> int:
+    """``table.signals`` against ``parameter_signals`` on a run, and the baselines kept on
+    them; the parameters compared."""
+    data, tags, at_once = _signals(data)
     for t, got in zip(tags, at_once, strict=True):
         assert _same(got, parameter_signals(data, t)), t.name
-    rate = learning_rate(data)
-    if rate is not None:
-        ratios = sgd_ratios(at_once, rate.steps, rate.values)
-        _CHECKED["sgd"] += len(ratios)
-        for p in at_once:
-            if p.name in ratios:
-                assert p.gradient is not None and p.weight is not None
-                ratio = sgd_update_ratio(p.gradient, p.weight, rate.steps, rate.values)
-                assert _same(ratios[p.name], median(ratio) if ratio.size else None), p.name
     baselines(at_once, DEFAULT_CONFIG)
     for p in at_once:
         for signal in (p.gradient, p.weight):
@@ -161,9 +169,7 @@ def test_table_sgd_ratios_with_a_learning_rate() -> None:
     zeroed[2, STAT_NAMES.index("l2_norm")] = 0.0
     histograms = {**data.histograms, key: dataclasses.replace(data.histograms[key], stats=zeroed)}
     scalars = {**data.scalars, rate.tag: rate}
-    _CHECKED["sgd"] = 0
-    _check_signals(dataclasses.replace(data, histograms=histograms, scalars=scalars))
-    assert _CHECKED["sgd"] >= 5
+    assert _check_sgd(dataclasses.replace(data, histograms=histograms, scalars=scalars)) >= 5
 
 
 @pytest.mark.skipif(not CORPUS_RUNS.is_dir(), reason="the shared corpus is not here")
@@ -218,8 +224,9 @@ def test_table_movements_on_weights_that_leave_the_table() -> None:
 
 def test_table_signals_on_damaged_statistics() -> None:
     """A real run's series with the statistics the writers rarely give: a norm that overflowed
-    where no value was non-finite, counts missing or zero, a zero share of NaN, a step's
-    non-finite share, zero and signed-zero counts in the middle, steps of their own."""
+    where no value was non-finite, counts missing (at some steps or all) or zero, a zero share
+    of NaN, a step's non-finite share, zero and signed-zero counts in the middle, steps of
+    their own."""
     (data,) = _runs_under(SAMPLE_RUNS / "tf_loop_vanishing_sigmoid")  # histograms only
     tags = pair_parameters(list(data.histograms), list(data.scalars))
     pairs = [(t.gradient, t.weight) for t in tags if t.gradient and t.weight][:6]
@@ -247,7 +254,9 @@ def test_table_signals_on_damaged_statistics() -> None:
         elif number == 4:
             stats[:, column["zero_share"]] = 0.9995  # all zero, not sparse
         elif number == 5:
+            stats[:, column["count"]] = 100.0 + np.arange(len(s))  # a median that moves
             stats[0, column["count"]] = np.inf
+            stats[1:3, column["count"]] = np.nan  # ... when the NaNs are left out
             stats[:, column["l2_error_bound"]] = np.nan
         elif number == 6:
             steps = steps + 1  # a table of its own
