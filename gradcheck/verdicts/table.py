@@ -102,14 +102,14 @@ class _Table:
     def __init__(self, series: list[HistogramSeries]) -> None:
         self.series = series
         self.steps = series[0].steps
-        self.stats = np.stack([s.stats for s in series])  # float32, as the series hold them
+        self.stats = np.stack([s.stats for s in series]).astype("float64")
 
     def column(self, name: str) -> np.ndarray:
-        return self.stats[:, :, COLUMN[name]].astype("float64")
+        return np.ascontiguousarray(self.stats[:, :, COLUMN[name]])
 
     def quantile_grids(self) -> np.ndarray:
-        """``HistogramSeries.quantile_grid`` of each: parameters x steps x 9, float64."""
-        return self.stats[:, :, _QUANTILE_COLUMNS].astype("float64")
+        """``HistogramSeries.quantile_grid`` of each: parameters x steps x 9, float64 (a copy)."""
+        return self.stats[:, :, _QUANTILE_COLUMNS]
 
     def bad(self) -> tuple[np.ndarray, list[np.ndarray]]:
         """Steps at which each series held NaN/Inf (``signals._histogram_bad``), and the mask."""
