@@ -1,9 +1,9 @@
 """numpy, exactly, for the small arrays the verdicts take: ``median``, ``nanmedian``,
-``nanmax``, ``nan_to_num`` and ``percentile`` give ``float(np.median(...))`` and the like bit
-for bit (``tests/verdicts/test_fast_numpy.py`` checks each against numpy), without numpy's dispatch
-(analysis takes ~1,000 medians a run, several calls a parameter) and without the ``numpy.ma``
-import that ``np.nanmedian`` and ``np.percentile`` pay at start-up. Use numpy itself anywhere
-else.
+``nanmax``, ``nan_to_num``, ``percentile`` and ``row_medians`` give ``float(np.median(...))``
+and the like bit for bit (``tests/verdicts/test_fast_numpy.py`` checks each against numpy),
+without numpy's dispatch (analysis takes ~1,000 medians a run, several calls a parameter) and
+without the ``numpy.ma`` import that ``np.median``, ``np.nanmedian`` and ``np.percentile`` pay
+at start-up. Use numpy itself anywhere else.
 """
 
 from __future__ import annotations
@@ -61,6 +61,25 @@ def _small_median(values: list[float]) -> float | None:
     if low == 0 or high == 0:
         return None
     return high if len(values) % 2 else (low + high) / 2
+
+
+def row_medians(values: np.ndarray) -> np.ndarray:
+    """``np.median(values, axis=1)`` of a 2-D float64 array, bit for bit (a row holding a NaN
+    gives NaN; a zero result is ``0.0``, as numpy's mean makes it), without the ``numpy.ma``
+    import that ``np.median`` pays on its first call (~10 ms of start-up: ``bench/README.md``).
+    Sorted rows where numpy partitions them: the same middle values."""
+    ordered = np.sort(values, axis=1)
+    width = ordered.shape[1]
+    if width == 0:
+        return np.full(ordered.shape[0], np.nan)
+    middle = width // 2
+    with np.errstate(over="ignore", invalid="ignore"):  # +-inf in a row, as numpy's
+        if width % 2:
+            found = ordered[:, middle] + 0.0  # numpy's mean adds to 0.0: -0.0 becomes 0.0
+        else:
+            found = (ordered[:, middle - 1] + ordered[:, middle] + 0.0) / 2
+    found[np.isnan(ordered[:, -1])] = np.nan  # NaN sorts last
+    return found
 
 
 def nanmedian(values: np.ndarray) -> float:

@@ -102,8 +102,8 @@ def _above_noise(value: float, before: np.ndarray, baseline: float, cutoff: floa
     median log of ``before`` (the modified z-score; values clipped at 1e-6 of the baseline
     so that an exact zero has a log)."""
     logs = np.log(np.maximum(before, baseline * 1e-6))
-    centre = float(np.median(logs))
-    spread = ROBUST_SIGMA * float(np.median(np.abs(logs - centre)))
+    centre = median(logs)
+    spread = ROBUST_SIGMA * median(np.abs(logs - centre))
     return bool(np.log(value) - centre >= cutoff * spread)
 
 

@@ -137,3 +137,18 @@ def test_inspect_json_imports_no_rich(tmp_path: Path) -> None:
     )
     assert _under(imported, ("rich", "gradcheck.report.table", "gradcheck.verdicts.detect")) == []
     assert "gradcheck.report.inspect_view" in imported
+
+
+def test_judging_runs_that_diverge_explode_and_spike_never_imports_numpy_ma(
+    tmp_path: Path,
+) -> None:
+    """``np.median`` imports ``numpy.ma`` on its first call (~10 ms); the verdicts take their
+    medians with ``verdicts.numeric`` instead. The committed runs go through the loss rules'
+    running medians, the onsets' departure and the spikes' robust z-scores."""
+    runs = REPO / "tests" / "data" / "runs15"
+    args = ("analyze", str(runs), "--format", "json", "--fail-on", "none", "--no-progress")
+    imported = imported_by_cli(tmp_path, *args, "--jobs", "1", roots=("numpy", "gradcheck"))
+    judged = ("gradcheck.verdicts.rules.diverging", "gradcheck.verdicts.onset")
+    assert set(judged) <= set(imported)
+    assert "gradcheck.verdicts.spikes" in imported
+    assert _under(imported, ("numpy.ma",)) == []

@@ -18,6 +18,7 @@ from gradcheck.verdicts.numeric import (
     nanmax,
     nanmedian,
     percentile,
+    row_medians,
     sorted_median,
 )
 from gradcheck.verdicts.signals import common_steps
@@ -59,6 +60,29 @@ def test_median_of_small_arrays_is_the_sorted_median_bit_for_bit(values: np.ndar
     assert same_bits(median(values), sorted_median(values))
     assert same_bits(median(values.reshape(1, -1)), sorted_median(values))
     assert same(median(values), expected)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    arrays(
+        np.float64,
+        st.tuples(st.integers(0, 6), st.integers(1, 40)),
+        elements=TIES | FLOATS,
+    )
+)
+def test_row_medians_are_np_median_by_rows_bit_for_bit(values: np.ndarray) -> None:
+    """Signed zeros, infinities (their sum NaN) and NaN rows included."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = np.median(values, axis=1)
+    found = row_medians(values)
+    assert found.shape == expected.shape
+    assert all(same_bits(a, b) for a, b in zip(found.tolist(), expected.tolist(), strict=True))
+
+
+def test_row_medians_of_empty_rows_are_nan() -> None:
+    assert np.isnan(row_medians(np.empty((3, 0)))).all()
+    assert row_medians(np.empty((0, 5))).shape == (0,)
 
 
 @settings(max_examples=300, deadline=None)

@@ -24,7 +24,7 @@ from gradcheck.model import RunData, ScalarSeries
 from gradcheck.verdicts import hints
 from gradcheck.verdicts.clipping import GlobalNorm
 from gradcheck.verdicts.config import Config
-from gradcheck.verdicts.numeric import median
+from gradcheck.verdicts.numeric import median, row_medians
 from gradcheck.verdicts.onset import MIN_TREND_VALUES, NEAR_BASELINE, onset_position
 from gradcheck.verdicts.rules.base import Finding, baseline_size, fmt, severity
 from gradcheck.verdicts.rules.exploding import Rise, rises
@@ -107,7 +107,7 @@ def _starts(values: np.ndarray, window: int) -> np.ndarray:
         starts[k] = median(values[:k])
     if values.size > window:
         views = np.lib.stride_tricks.sliding_window_view(values[:-1], window)
-        starts[window:] = np.median(views, axis=1)
+        starts[window:] = row_medians(views)
     return starts
 
 
