@@ -39,6 +39,10 @@ class Measurement:
     returncode: int
     stdout: str
     stderr_tail: str
+    tree_pss_mb: float | None = None
+    """Peak of the summed ``Pss`` (and memfds) over the tree: a page the forked workers share
+    with the command is counted once in all, where the summed VmRSS counts it once a process
+    (None where the kernel gives no ``smaps_rollup``)."""
 
 
 def busy_cpu_seconds() -> float:
@@ -74,6 +78,18 @@ def memory_kb(pid: int) -> tuple[int, int]:
     except (OSError, ValueError, IndexError):
         pass
     return rss, peak
+
+
+def pss_kb(pid: int) -> int | None:
+    """``pid``'s proportional set size in kB (``/proc/PID/smaps_rollup``: a page that n
+    processes map counts 1/n in each); None when the kernel gives none or ``pid`` is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def memory_files_kb(pids: Sequence[int]) -> int:
@@ -122,6 +138,7 @@ class _TreeSampler(threading.Thread):
         self.cmdline = ("\0".join(command) + "\0").encode()
         self.started = False  # the root has exec'd our command (before, it is our own image)
         self.tree_peak_kb = 0
+        self.tree_pss_peak_kb: int | None = 0  # None once a process had no Pss to read
         self.process_peaks_kb: dict[int, int] = {}
         self._stop_event = threading.Event()
 
@@ -133,12 +150,19 @@ class _TreeSampler(threading.Thread):
                     self._stop_event.wait(0.001)
                     continue
             pids = tree_pids(self.root)
-            total = memory_files_kb(pids)
+            files = memory_files_kb(pids)
+            total = proportional = files
             for pid in pids:
                 rss, peak = memory_kb(pid)
                 total += rss
                 self.process_peaks_kb[pid] = max(peak, self.process_peaks_kb.get(pid, 0))
+                pss = pss_kb(pid) if self.tree_pss_peak_kb is not None else None
+                if pss is None and rss:  # gone since it was listed: no Pss, no VmRSS either
+                    self.tree_pss_peak_kb = None
+                proportional += pss or 0
             self.tree_peak_kb = max(self.tree_peak_kb, total)
+            if self.tree_pss_peak_kb is not None:
+                self.tree_pss_peak_kb = max(self.tree_pss_peak_kb, proportional)
             self._stop_event.wait(SAMPLE_INTERVAL)
 
     def stop(self) -> None:
@@ -221,6 +245,7 @@ def run_measured(
         cpu_seconds=cpu,
         max_rss_mb=largest / 1024,
         tree_rss_mb=max(sampler.tree_peak_kb, largest) / 1024,
+        tree_pss_mb=None if not sampler.tree_pss_peak_kb else sampler.tree_pss_peak_kb / 1024,
         other_cpus=max(0.0, (busy - cpu) / lifetime) if lifetime > 0 else 0.0,
         returncode=child.returncode,
         stdout=stdout_path.read_text(errors="replace"),

@@ -32,7 +32,13 @@ from gradcheck.events.reader import (
     unreadable,
 )
 from gradcheck.events.steps import StepWindow
-from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, open_binary
+from gradcheck.events.storage import (
+    NO_OPTIONS,
+    StorageOptions,
+    file_size,
+    is_url,
+    open_binary,
+)
 from gradcheck.model import (
     STAT_NAMES,
     HistogramRecord,
@@ -49,7 +55,13 @@ ROWS = 8192
 """Values per batch at most: fewer, larger batches are faster, but hold more memory
 (``bench/README.md``; the reducer pools the rows of several batches: ``reduce.SETTLE_ROWS``)."""
 DATA = 3 << 19  # float64 bucket numbers per batch (12 MB): wide histograms fill it first
-CHUNK = 16 << 20  # bytes read at a time
+CHUNK = 4 << 20
+"""Bytes read at a time from a local file: one process held ~3 chunks at its peak (the window,
+the chunk read into it, the heap's free block), 157 MB on the 1 GB bench log with 16 MB
+chunks, 114 MB with 4, no slower (``bench/README.md``)."""
+REMOTE_CHUNK = 16 << 20
+"""... from a URL: each read of a backend other than S3's stream is one ranged GET
+(``events.storage.BLOCK_SIZE``), whose latency a larger window shares out."""
 LIMIT_SLACK = 1 << 16  # bytes read past a range's limit (the record across it, most often)
 
 FRAMING_BYTES = HEADER_SIZE + FOOTER_SIZE  # a record's bytes around its payload
@@ -189,6 +201,7 @@ class RangeReader:
         self.path = path
         self.run = run
         self.window = window
+        self.chunk = REMOTE_CHUNK if is_url(path) else CHUNK
         self.keep_unknown = keep_unknown
         # a state given is carried across files (the files of a run, as ``reader.read_run``)
         self.state = state if state is not None else ScannerState(run, keep_unknown)
@@ -214,7 +227,7 @@ class RangeReader:
         The file is read in chunks, not memory-mapped: a mapped file that shrinks while it
         is read (rotated, copied over) kills the process with SIGBUS, a read just ends early.
         """
-        window = Window(stream, CHUNK)
+        window = Window(stream, self.chunk)
         self.end = start
         try:
             stream.seek(start)
@@ -240,8 +253,8 @@ class RangeReader:
                 self.stopped_at = self.end = window.base + pos
                 return
             elif stop == shared.STOP_MORE and not window.eof and window.holds(pos, needed):
-                ahead = CHUNK if limit < 0 else limit - window.base - pos + LIMIT_SLACK
-                window.chunk_size = max(LIMIT_SLACK, min(CHUNK, ahead))  # a short range: less
+                ahead = self.chunk if limit < 0 else limit - window.base - pos + LIMIT_SLACK
+                window.chunk_size = max(LIMIT_SLACK, min(self.chunk, ahead))  # a short range
                 pos = window.fill(pos, max(window.chunk_size, needed))
             else:  # damage, a record for the reference decoder, a length past the end, the end
                 self.take_tally()

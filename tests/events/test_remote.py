@@ -241,7 +241,7 @@ def test_s3_is_read_in_windows_and_listed_once(
     expected = _all_formats(tmp_path / "local", f"{LOCAL_FOR_S3}/sample_runs", "-j", "1")
     window = 64 << 10
     monkeypatch.setattr(storage, "STREAM_S3", streamed)
-    monkeypatch.setattr("gradcheck.engine.fastpath.CHUNK", window)
+    monkeypatch.setattr("gradcheck.engine.fastpath.REMOTE_CHUNK", window)
     taken: list[int] = []
     take = s3_stream.StreamedS3File._take
 

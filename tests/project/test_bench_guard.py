@@ -442,6 +442,29 @@ def test_memory_counts_the_in_memory_files_open_in_the_tree_once() -> None:
     assert memory_files_kb([os.getpid()]) == before
 
 
+@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="Linux 4.14+ only")
+def test_a_forked_childs_shared_pages_count_once_in_the_trees_pss(tmp_path: Path) -> None:
+    # 64 MB written by the parent before it forks: the child maps the same pages (copy on
+    # write), which the summed VmRSS counts twice and the summed Pss once.
+    from bench.measure import run_measured
+
+    code = (
+        "import os, time\n"
+        "block = bytearray(64 << 20)\n"
+        "block[::4096] = b'x' * len(block[::4096])\n"
+        "pid = os.fork()\n"
+        "time.sleep(0.6)\n"
+        "if pid == 0:\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    measured = run_measured([sys.executable, "-c", code], os.environ, tmp_path, tmp_path / "o", 60)
+    assert measured.returncode == 0
+    assert measured.tree_pss_mb is not None
+    assert measured.tree_rss_mb >= 2 * 64
+    assert 64 <= measured.tree_pss_mb <= measured.tree_rss_mb - 50
+
+
 def test_the_report_check_expects_every_run_of_a_sweep() -> None:
     from bench.run import _check_gradcheck
 
