@@ -32,13 +32,7 @@ from gradcheck.events.reader import (
     unreadable,
 )
 from gradcheck.events.steps import StepWindow
-from gradcheck.events.storage import (
-    NO_OPTIONS,
-    StorageOptions,
-    file_size,
-    is_url,
-    open_binary,
-)
+from gradcheck.events.storage import NO_OPTIONS, StorageOptions, file_size, is_url, open_binary
 from gradcheck.model import (
     STAT_NAMES,
     HistogramRecord,
@@ -56,12 +50,8 @@ ROWS = 8192
 (``bench/README.md``; the reducer pools the rows of several batches: ``reduce.SETTLE_ROWS``)."""
 DATA = 3 << 19  # float64 bucket numbers per batch (12 MB): wide histograms fill it first
 CHUNK = 4 << 20
-"""Bytes read at a time from a local file: one process held ~3 chunks at its peak (the window,
-the chunk read into it, the heap's free block), 157 MB on the 1 GB bench log with 16 MB
-chunks, 114 MB with 4, no slower (``bench/README.md``)."""
-REMOTE_CHUNK = 16 << 20
-"""... from a URL: each read of a backend other than S3's stream is one ranged GET
-(``events.storage.BLOCK_SIZE``), whose latency a larger window shares out."""
+"""Bytes read at a time from a local file: a process holds ~3 at its peak (``bench/README.md``)."""
+REMOTE_CHUNK = 16 << 20  # from a URL: each read is one ranged GET (S3's stream aside)
 LIMIT_SLACK = 1 << 16  # bytes read past a range's limit (the record across it, most often)
 
 FRAMING_BYTES = HEADER_SIZE + FOOTER_SIZE  # a record's bytes around its payload
