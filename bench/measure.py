@@ -138,7 +138,8 @@ class _TreeSampler(threading.Thread):
         self.cmdline = ("\0".join(command) + "\0").encode()
         self.started = False  # the root has exec'd our command (before, it is our own image)
         self.tree_peak_kb = 0
-        self.tree_pss_peak_kb: int | None = 0  # None once a process had no Pss to read
+        # None where the kernel gives no Pss (Linux before 4.14, not Linux)
+        self.tree_pss_peak_kb: int | None = 0 if Path("/proc/self/smaps_rollup").exists() else None
         self.process_peaks_kb: dict[int, int] = {}
         self._stop_event = threading.Event()
 
@@ -156,10 +157,8 @@ class _TreeSampler(threading.Thread):
                 rss, peak = memory_kb(pid)
                 total += rss
                 self.process_peaks_kb[pid] = max(peak, self.process_peaks_kb.get(pid, 0))
-                pss = pss_kb(pid) if self.tree_pss_peak_kb is not None else None
-                if pss is None and rss:  # gone since it was listed: no Pss, no VmRSS either
-                    self.tree_pss_peak_kb = None
-                proportional += pss or 0
+                if self.tree_pss_peak_kb is not None:
+                    proportional += pss_kb(pid) or 0  # None: gone since it was listed
             self.tree_peak_kb = max(self.tree_peak_kb, total)
             if self.tree_pss_peak_kb is not None:
                 self.tree_pss_peak_kb = max(self.tree_pss_peak_kb, proportional)

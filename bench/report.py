@@ -315,8 +315,8 @@ def _memory_targets(summaries: Sequence[DatasetSummary]) -> list[Target]:
             note = (
                 ""
                 if gradcheck.tree_pss_mb is None
-                else f"the processes' proportional memory (Pss) summed; their VmRSS summed: "
-                f"{summed:.0f} MB (a page the workers share with the command once a process)"
+                else f"the processes' Pss summed (a page the workers share with the command "
+                f"counted once); their VmRSS summed: {summed:.0f} MB"
             )
             targets.append(
                 Target(
