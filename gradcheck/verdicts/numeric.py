@@ -63,23 +63,34 @@ def _small_median(values: list[float]) -> float | None:
     return high if len(values) % 2 else (low + high) / 2
 
 
+def sorted_row_medians(values: np.ndarray) -> np.ndarray:
+    """:func:`sorted_median` of each row of a 2-D array of finite values (its arithmetic row by
+    row: a zero result keeps its sign)."""
+    return _middles(np.sort(values, axis=1), -0.0)
+
+
 def row_medians(values: np.ndarray) -> np.ndarray:
     """``np.median(values, axis=1)`` of a 2-D float64 array, bit for bit (a row holding a NaN
-    gives NaN; a zero result is ``0.0``, as numpy's mean makes it), without the ``numpy.ma``
-    import that ``np.median`` pays on its first call (~10 ms of start-up: ``bench/README.md``).
-    Sorted rows where numpy partitions them: the same middle values."""
+    gives NaN; a zero sum of the middle values is ``0.0``, as numpy's mean makes it), without
+    the ``numpy.ma`` import that ``np.median`` pays on its first call (~10 ms of start-up:
+    ``bench/README.md``). Sorted rows where numpy partitions them: the same middle values."""
     ordered = np.sort(values, axis=1)
-    width = ordered.shape[1]
-    if width == 0:
+    if ordered.shape[1] == 0:
         return np.full(ordered.shape[0], np.nan)
-    middle = width // 2
     with np.errstate(over="ignore", invalid="ignore"):  # +-inf in a row, as numpy's
-        if width % 2:
-            found = ordered[:, middle] + 0.0  # numpy's mean adds to 0.0: -0.0 becomes 0.0
-        else:
-            found = (ordered[:, middle - 1] + ordered[:, middle] + 0.0) / 2
+        found = _middles(ordered, 0.0)
     found[np.isnan(ordered[:, -1])] = np.nan  # NaN sorts last
     return found
+
+
+def _middles(ordered: np.ndarray, start: float) -> np.ndarray:
+    """The middle of each sorted row, or the mean of its two middle values, summed from
+    ``start`` before the halving: numpy's mean sums from ``0.0`` (a -0.0 sum becomes 0.0);
+    ``-0.0`` changes no sum."""
+    middle = ordered.shape[1] // 2
+    if ordered.shape[1] % 2:
+        return ordered[:, middle] + start
+    return (ordered[:, middle - 1] + ordered[:, middle] + start) / 2
 
 
 def nanmedian(values: np.ndarray) -> float:

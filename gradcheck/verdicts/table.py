@@ -23,7 +23,7 @@ from gradcheck.model import HistogramSeries, RunData, SeriesKey
 from gradcheck.series.data import _QUANTILE_COLUMNS, COLUMN
 from gradcheck.series.stats import wasserstein_from_quantiles
 from gradcheck.verdicts.config import Config
-from gradcheck.verdicts.numeric import nanmedian
+from gradcheck.verdicts.numeric import nan_to_num, nanmedian, sorted_row_medians
 from gradcheck.verdicts.pairing import ParameterTags
 from gradcheck.verdicts.rules.base import baseline_size, keep_rms_early_and_late
 from gradcheck.verdicts.rules.stopped import keep_stopped_index, stopped_from
@@ -48,45 +48,52 @@ _Row = TypeVar("_Row")
 
 def signals(data: RunData, tags: Sequence[ParameterTags]) -> list[Parameter]:
     """``[parameter_signals(data, t) for t in tags]``: the gradients and weights that only
-    histograms describe computed together, table by table."""
+    histograms describe computed together, table by table (a parameter with other writers'
+    series of its variable is not: ``parameter_signals`` confirms one by the others)."""
+    alone = [not (t.weight_also or t.gradient_also) for t in tags]
     gradients = {
         i: key
         for i, t in enumerate(tags)
-        if (key := _histogram_only(data, t, t.gradient, t.grad_norm, t.grad_nonfinite))
+        if alone[i] and (key := _histogram_only(data, t.gradient, t.grad_norm, t.grad_nonfinite))
     }
     weights = {
         i: key
         for i, t in enumerate(tags)
-        if (key := _histogram_only(data, t, t.weight, t.weight_norm, t.weight_nonfinite))
+        if alone[i] and (key := _histogram_only(data, t.weight, t.weight_norm, t.weight_nonfinite))
     }
     made_gradients = dict(
         zip(gradients, _by_table(data, gradients, _gradient_signals), strict=True)
     )
     made_weights = dict(zip(weights, _by_table(data, weights, _weight_signals), strict=True))
-    found = []
-    for i, t in enumerate(tags):
-        if t.weight_also or t.gradient_also:
-            found.append(parameter_signals(data, t))
-            continue
-        gradient = made_gradients[i] if i in made_gradients else _gradient_signal(data, t)
-        weight = made_weights[i] if i in made_weights else _weight_signal(data, t)
-        found.append(Parameter(t, gradient, weight, ()))
-    return found
+    return [
+        _one_writers(data, t, made_gradients.get(i), made_weights.get(i))
+        if alone[i]
+        else parameter_signals(data, t)
+        for i, t in enumerate(tags)
+    ]
+
+
+def _one_writers(
+    data: RunData,
+    tags: ParameterTags,
+    gradient: GradientSignal | None,
+    weight: WeightSignal | None,
+) -> Parameter:
+    """The parameter of one writer's series: its signals the table's where it made them."""
+    return Parameter(
+        tags,
+        gradient if gradient is not None else _gradient_signal(data, tags),
+        weight if weight is not None else _weight_signal(data, tags),
+        (),
+    )
 
 
 def _histogram_only(
-    data: RunData,
-    tags: ParameterTags,
-    key: SeriesKey | None,
-    norm: str | None,
-    nonfinite: str | None,
+    data: RunData, key: SeriesKey | None, norm: str | None, nonfinite: str | None
 ) -> SeriesKey | None:
-    """``key`` where its histogram series alone describes one of ``tags``' signals (read, no
-    exact norm and no non-finite count logged as scalars, no other writer's series), else
-    None."""
+    """``key`` where its histogram series alone describes a signal (read, no exact norm and no
+    non-finite count logged as scalars), else None."""
     if key is None or key not in data.histograms or not len(data.histograms[key]):
-        return None
-    if tags.weight_also or tags.gradient_also:
         return None
     if (norm is not None and norm in data.scalars) or (
         nonfinite is not None and nonfinite in data.scalars
@@ -195,10 +202,7 @@ def _sparse_rms(norm: np.ndarray, counts: list[float], zero_share: np.ndarray) -
     usable = np.isfinite(count) & (count > 0)
     rms = norm.copy()
     if usable.any():
-        share = zero_share[usable]
-        largest = np.finfo(share.dtype).max
-        share = np.minimum(np.maximum(share, -largest), largest)
-        share[np.isnan(share)] = 0.0
+        share = nan_to_num(zero_share[usable], nan=0.0)
         nonzero = np.where(share < DENSE_SHARE, 1.0 - share, 1.0)
         rms[usable] = norm[usable] / np.sqrt(count[usable, None] * nonzero)
     return rms
@@ -233,10 +237,10 @@ def movements(parameters: Sequence[Parameter]) -> dict[str, Movement]:
     """Every parameter's weight movement (:func:`.signals.movement`, confirmed by other
     writers' series of its weights), by name; parameters without one are left out."""
     spread = run_weight_spread(list(parameters))
-    weights = [p.weight for p in parameters if p.weight is not None]
-    own = table_movements(weights, spread)
+    weighted = [(p, weight) for p in parameters if (weight := p.weight) is not None]
+    own = table_movements([weight for _, weight in weighted], spread)
     found = {}
-    for p, moved in zip((p for p in parameters if p.weight is not None), own, strict=True):
+    for (p, _), moved in zip(weighted, own, strict=True):
         others = [m for w in p.weight_also if (m := movement(w, spread)) is not None]
         if (m := confirmed(moved, others)) is not None:
             found[p.name] = m
@@ -265,17 +269,18 @@ def _keep_baselines(
     rms = np.stack([s.rms for s in signals])
     finite = np.isfinite(rms).all(axis=1).tolist()
     size = baseline_size(length, config)
-    early = _row_medians(rms[:, :size]).tolist()
-    late = _row_medians(rms[:, -size:]).tolist()
-    levels = _row_medians(rms).tolist()
+    early = sorted_row_medians(rms[:, :size]).tolist()
+    late = sorted_row_medians(rms[:, -size:]).tolist()
+    gradients = [i for i, signal in enumerate(signals) if isinstance(signal, GradientSignal)]
+    levels = dict(zip(gradients, sorted_row_medians(rms[gradients]).tolist(), strict=True))
     every = np.arange(length)  # np.isfinite(rms).nonzero()[0] of each row
     every.flags.writeable = False
     for i, signal in enumerate(signals):
         if not finite[i]:
             continue
         keep_rms_early_and_late(signal, config, (early[i], late[i], every))
-        if isinstance(signal, GradientSignal):
-            signal.__dict__["level"] = levels[i]  # its functools.cached_property
+        if i in levels:  # a gradient's: its functools.cached_property
+            signal.__dict__["level"] = levels[i]
 
 
 def sgd_ratios(
@@ -314,7 +319,7 @@ def _sgd_ratios(
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = lr_values[position] * gradients / weights
     finite = np.isfinite(ratio).all(axis=1).tolist()
-    medians = _row_medians(ratio).tolist()
+    medians = sorted_row_medians(ratio).tolist()
     for (name, _, _), ok, middle in zip(group, finite, medians, strict=True):
         if ok:
             found[name] = middle
@@ -393,8 +398,8 @@ def _moved(stacked: _Weights, spread: float) -> list[Movement]:
     earlier = np.ascontiguousarray(grids[:, :-1, :]).reshape(-1, levels)
     updates = wasserstein_from_quantiles(later, earlier).reshape(count, steps - 1)
     gap = (weights[0].steps[1:] - weights[0].steps[:-1]).astype(np.float64)
-    step_update = _row_medians(updates)
-    update_ratio = _row_medians(updates / np.maximum(gap, 1.0))
+    step_update = sorted_row_medians(updates)
+    update_ratio = sorted_row_medians(updates / np.maximum(gap, 1.0))
     norm_change = np.abs(norms - norms[:, :1]).max(axis=1)
     lowest = np.abs(grids[:, :, 0] - grids[:, :1, 0]).max(axis=1)
     highest = np.abs(grids[:, :, -1] - grids[:, :1, -1]).max(axis=1)
@@ -430,20 +435,10 @@ def _keep_stops(stacked: _Weights) -> None:
         keep_stopped_index(weight, stopped_from(first, count) if changed else None)
 
 
-def _row_medians(values: np.ndarray) -> np.ndarray:
-    """``np.median(values, axis=1)`` of finite values: the middle of each sorted row, or the
-    mean of the two middle ones (:func:`.numeric.median`'s arithmetic, row by row)."""
-    ordered = np.sort(values, axis=1)
-    middle = ordered.shape[1] // 2
-    if ordered.shape[1] % 2:
-        return ordered[:, middle]
-    return (ordered[:, middle - 1] + ordered[:, middle]) / 2
-
-
 def _row_nanmedians(values: np.ndarray) -> list[float]:
     """``[numeric.nanmedian(row) for row in values]``: rows of finite values at once (numpy
     sorts each row as it sorts one array), the others (a NaN, an infinity) one by one."""
-    found = _row_medians(values).tolist()
+    found = sorted_row_medians(values).tolist()
     for i in np.flatnonzero(~np.isfinite(values).all(axis=1)).tolist():
         found[i] = nanmedian(values[i])
     return found

@@ -20,6 +20,7 @@ from gradcheck.verdicts.numeric import (
     percentile,
     row_medians,
     sorted_median,
+    sorted_row_medians,
 )
 from gradcheck.verdicts.signals import common_steps
 
@@ -78,6 +79,23 @@ def test_row_medians_are_np_median_by_rows_bit_for_bit(values: np.ndarray) -> No
     found = row_medians(values)
     assert found.shape == expected.shape
     assert all(same_bits(a, b) for a, b in zip(found.tolist(), expected.tolist(), strict=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    arrays(
+        np.float64,
+        st.tuples(st.integers(0, 6), st.integers(1, 40)),
+        elements=st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5]) | st.floats(-1e300, 1e300),
+    )
+)
+def test_sorted_row_medians_are_the_sorted_median_of_each_row_bit_for_bit(
+    values: np.ndarray,
+) -> None:
+    """Finite values, signed zeros kept (the table's baselines and movements take them)."""
+    found = sorted_row_medians(values).tolist()
+    assert len(found) == values.shape[0]
+    assert all(same_bits(a, sorted_median(row)) for a, row in zip(found, values, strict=True))
 
 
 def test_row_medians_of_empty_rows_are_nan() -> None:
