@@ -5,6 +5,7 @@ however loaded the machine. ``bench/startup.py`` measures what these imports cos
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -139,16 +140,43 @@ def test_inspect_json_imports_no_rich(tmp_path: Path) -> None:
     assert "gradcheck.report.inspect_view" in imported
 
 
+MEDIANS_TAKEN = (
+    ("gradcheck.verdicts.rules.diverging", "row_medians"),  # the loss's running medians
+    ("gradcheck.verdicts.onset", "row_medians"),  # the level before each step of a departure
+    ("gradcheck.verdicts.spikes", "_above_noise"),  # the robust z-score of a loss spike
+)
+"""Where analysis takes the medians ``np.median`` used to: each must run on ``RUNS15`` for the
+test below to guard it."""
+RUNS15 = REPO / "tests" / "data" / "runs15"
+
+
 def test_judging_runs_that_diverge_explode_and_spike_never_imports_numpy_ma(
     tmp_path: Path,
 ) -> None:
     """``np.median`` imports ``numpy.ma`` on its first call (~10 ms); the verdicts take their
-    medians with ``verdicts.numeric`` instead. The committed runs go through the loss rules'
-    running medians, the onsets' departure and the spikes' robust z-scores."""
-    runs = REPO / "tests" / "data" / "runs15"
-    args = ("analyze", str(runs), "--format", "json", "--fail-on", "none", "--no-progress")
+    medians with ``verdicts.numeric`` instead."""
+    args = ("analyze", str(RUNS15), "--format", "json", "--fail-on", "none", "--no-progress")
     imported = imported_by_cli(tmp_path, *args, "--jobs", "1", roots=("numpy", "gradcheck"))
-    judged = ("gradcheck.verdicts.rules.diverging", "gradcheck.verdicts.onset")
-    assert set(judged) <= set(imported)
-    assert "gradcheck.verdicts.spikes" in imported
+    assert "numpy" in imported
     assert _under(imported, ("numpy.ma",)) == []
+
+
+def test_the_committed_runs_take_each_of_those_medians(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    from gradcheck.pipeline import analyze
+
+    calls = dict.fromkeys(MEDIANS_TAKEN, 0)
+
+    def counting(place: tuple[str, str], real: Callable[..., object]) -> Callable[..., object]:
+        def counted(*args: object, **kwargs: object) -> object:
+            calls[place] += 1
+            return real(*args, **kwargs)
+
+        return counted
+
+    for place in MEDIANS_TAKEN:
+        module = importlib.import_module(place[0])
+        monkeypatch.setattr(module, place[1], counting(place, getattr(module, place[1])))
+    analyze([str(RUNS15)], jobs=1, charts=False)
+    assert all(calls.values()), calls
